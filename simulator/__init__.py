@@ -1,0 +1,24 @@
+"""A pure-function replay of DTR training traces that makes exactly simrd's eviction decisions."""
+
+from simulator.api import budget_for, peak_memory, simulate
+from simulator.errors import PolicyError, TraceError, UserError
+from simulator.policies import POLICIES, get_policy
+from simulator.result import Failure, Result
+from simulator.trace import Trace, parse_trace, read_archive_member, read_trace
+
+__all__ = [
+    "POLICIES",
+    "Failure",
+    "PolicyError",
+    "Result",
+    "Trace",
+    "TraceError",
+    "UserError",
+    "budget_for",
+    "get_policy",
+    "parse_trace",
+    "peak_memory",
+    "read_archive_member",
+    "read_trace",
+    "simulate",
+]

@@ -1,0 +1,101 @@
+"""The simulator's public functions: simulate a trace under a budget, its peak, budgets by ratio."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from functools import lru_cache
+
+from simulator import kernel
+from simulator.errors import UserError
+from simulator.layout import Layout, build_layout
+from simulator.policies import get_policy
+from simulator.result import OK, OOM, THRASHED, Failure, Result
+from simulator.trace import Trace
+
+_UNBOUNDED = int(kernel.NO_LIMIT)
+_OUTCOMES = {kernel.DONE: OK, kernel.OOM: OOM, kernel.THRASHED: THRASHED}
+
+
+@lru_cache(maxsize=16)
+def _layout(trace: Trace) -> Layout:
+    return build_layout(trace)
+
+
+def simulate(
+    trace: Trace,
+    budget: int,
+    policy: str = "dtr",
+    params: dict[str, float] | None = None,
+    overhead_cap: float | None = None,
+) -> Result:
+    """Replay `trace` under `budget` bytes with an eviction policy, as simrd's eager runtime would.
+
+    `overhead_cap` stops a run as `thrashed` once rematerialization compute exceeds
+    model_compute × (cap − 1), checked where simrd checks `remat_limit`.
+    """
+    if not isinstance(budget, int) or not 0 <= budget < _UNBOUNDED:
+        raise UserError("budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}", repr(budget))
+    if overhead_cap is not None and not overhead_cap >= 1:
+        raise UserError("overhead cap", "a number >= 1", repr(overhead_cap))
+    chosen = get_policy(policy)
+    resolved = chosen.resolve(params)
+    limit = math.inf if overhead_cap is None else trace.model_compute * (overhead_cap - 1)
+    layout = _layout(trace)
+    state = kernel.new_state(layout, chosen.regions)
+    status, log = kernel.replay(
+        layout, state, budget, chosen.rule, float(limit), chosen.regions, chosen.eqclass
+    )
+    return _result(trace, layout, state, status, log, budget, chosen.name, resolved, overhead_cap)
+
+
+def _result(trace, layout, state, status, log, budget, policy, params, cap) -> Result:
+    g = [int(x) for x in state.g]
+    names = [trace.tensor_names[t] for t in layout.s_root[log]]
+    failure = None
+    if status != kernel.DONE:
+        failure = Failure(
+            op=g[kernel.FAIL_OP],
+            request=g[kernel.FAIL_REQ],
+            pinned=g[kernel.FAIL_PINNED],
+            depth=g[kernel.FAIL_DEPTH],
+            over_budget=g[kernel.FAIL_OVER],
+        )
+    total = g[kernel.MODEL_C] + g[kernel.REMAT_C]
+    return Result(
+        trace=trace.name,
+        trace_sha256=trace.sha256,
+        policy=policy,
+        params=params,
+        budget=budget,
+        overhead_cap=cap,
+        outcome=_OUTCOMES[status],
+        clock=g[kernel.CLOCK],
+        model_compute=g[kernel.MODEL_C],
+        remat_compute=g[kernel.REMAT_C],
+        overhead=total / trace.model_compute if trace.model_compute else 1.0,
+        peak_memory=g[kernel.PEAK],
+        evictions=g[kernel.EVICTIONS],
+        eager_frees=g[kernel.EAGER],
+        rematerializations=g[kernel.REMATS],
+        heuristic_evals=g[kernel.EVALS],
+        eviction_seq_sha256=hashlib.sha256("\n".join(names).encode()).hexdigest(),
+        first_evictions=tuple(names[:50]),
+        last_evictions=tuple(names[-20:]),
+        max_depth=g[kernel.MAX_DEPTH],
+        peak_pinned=g[kernel.PEAK_PINNED],
+        peak_pinned_depth=g[kernel.PEAK_PINNED_DEPTH],
+        failure=failure,
+        budget_lo=g[kernel.LO],
+        budget_hi=None if g[kernel.HI] == _UNBOUNDED else g[kernel.HI],
+    )
+
+
+def peak_memory(trace: Trace) -> int:
+    """Peak memory of an unconstrained replay (simrd's RuntimeV2EagerOptimized, infinite budget)."""
+    return simulate(trace, _UNBOUNDED - 1, "dtr").peak_memory
+
+
+def budget_for(trace: Trace, ratio: float, peak: int | None = None) -> int:
+    """The study's budget for a ratio of the peak: `int(peak * ratio)`, exactly as Python computes it."""
+    return int((peak_memory(trace) if peak is None else peak) * ratio)

@@ -1,0 +1,92 @@
+"""Static graph arrays derived from a trace: storages, and tensors' storages and children."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from simulator.trace import Trace
+
+Layout = namedtuple(
+    "Layout",
+    [
+        "op_cost",  # int64[ops]
+        "op_total",  # int64[ops]: bytes an operator allocates (sum of its outputs)
+        "op_out_ptr",  # int32[ops + 1]
+        "op_arg_ptr",  # int32[ops + 1]
+        "op_args",  # int32[args]
+        "t_op",  # int32[tensors]
+        "t_size",  # int64[tensors]
+        "t_storage",  # int32[tensors]
+        "t_compute_gain",  # int64[tensors]: cost its creation adds to its storage's compute
+        "s_root",  # int32[storages]: first tensor created on the storage
+        "s_size",  # int64[storages]
+        "st_ptr",  # int32[storages + 1]: tensors of a storage, in creation order
+        "st_list",  # int32
+        "ch_ptr",  # int32[tensors + 1]: children of a tensor, in creation order, repeats kept
+        "ch_list",  # int32
+        "cmd_kind",  # int8[commands]
+        "cmd_arg",  # int32[commands]
+    ],
+)
+
+
+def _csr(groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(groups) + 1, dtype=np.int32)
+    ptr[1:] = np.cumsum([len(g) for g in groups])
+    flat = [x for g in groups for x in g]
+    return ptr, np.array(flat, dtype=np.int32)
+
+
+def build_layout(trace: Trace) -> Layout:
+    """Derive the arrays the replay kernel walks; tensors appear in these lists as they are created."""
+    n_ops, n_tensors = trace.n_ops, trace.n_tensors
+    out_ptr, arg_ptr, args = trace.op_out_ptr, trace.op_arg_ptr, trace.op_args
+    t_op = np.repeat(np.arange(n_ops, dtype=np.int32), np.diff(out_ptr))
+    t_storage = np.empty(n_tensors, dtype=np.int32)
+    gain = np.zeros(n_tensors, dtype=np.int64)
+    roots: list[int] = []
+    members: list[list[int]] = []
+    children: list[list[int]] = [[] for _ in range(n_tensors)]
+    for op in range(n_ops):
+        outputs = range(out_ptr[op], out_ptr[op + 1])
+        touched = set()
+        for t in outputs:
+            alias = trace.tensor_alias[t]
+            if alias < 0:
+                t_storage[t] = len(roots)
+                roots.append(t)
+                members.append([])
+            else:
+                t_storage[t] = t_storage[args[arg_ptr[op] + alias]]
+            members[t_storage[t]].append(t)
+            # A storage's compute counts each distinct operator among its tensors once.
+            if t_storage[t] not in touched:
+                gain[t] = trace.op_cost[op]
+                touched.add(t_storage[t])
+        for p in args[arg_ptr[op] : arg_ptr[op + 1]]:
+            children[p].extend(outputs)
+    st_ptr, st_list = _csr(members)
+    ch_ptr, ch_list = _csr(children)
+    s_root = np.array(roots, dtype=np.int32)
+    size_prefix = np.concatenate(([0], np.cumsum(trace.tensor_size, dtype=np.int64)))
+    return Layout(
+        op_cost=trace.op_cost,
+        op_total=size_prefix[out_ptr[1:]] - size_prefix[out_ptr[:-1]],
+        op_out_ptr=out_ptr,
+        op_arg_ptr=arg_ptr,
+        op_args=args,
+        t_op=t_op,
+        t_size=trace.tensor_size,
+        t_storage=t_storage,
+        t_compute_gain=gain,
+        s_root=s_root,
+        s_size=trace.tensor_size[s_root],
+        st_ptr=st_ptr,
+        st_list=st_list,
+        ch_ptr=ch_ptr,
+        ch_list=ch_list,
+        cmd_kind=trace.cmd_kind,
+        cmd_arg=trace.cmd_arg,
+    )

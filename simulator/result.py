@@ -1,0 +1,54 @@
+"""The immutable outcome of one simulated replay."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+OK, OOM, THRASHED = "ok", "oom", "thrashed"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Where a run that did not complete stopped."""
+
+    op: int  # schedule index of the operator whose allocation failed (or whose remat broke the cap)
+    request: int  # bytes that operator asked for
+    pinned: int  # bytes in use outside the evictable pool at the failure
+    depth: int  # rematerialization nesting depth at the failure
+    over_budget: int  # bytes in use + request - budget (0 or less for a thrashed run)
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one replay measured; equal inputs give an equal Result."""
+
+    trace: str
+    trace_sha256: str
+    policy: str
+    params: tuple[tuple[str, float], ...]
+    budget: int
+    overhead_cap: float | None
+    outcome: str  # OK / OOM / THRASHED
+    clock: int  # simrd's clock: 1 + model compute + remat compute
+    model_compute: int
+    remat_compute: int
+    overhead: float  # (model + remat compute) / model compute of the whole trace
+    peak_memory: int  # largest memory in use seen
+    evictions: int  # storages chosen by the policy under memory pressure
+    eager_frees: int  # storages freed because their last reference was released
+    rematerializations: int  # operator executions that recomputed something evicted
+    heuristic_evals: int  # policy score evaluations
+    eviction_seq_sha256: str  # sha256 of the evicted root-tensor names, "\n"-joined, in order
+    first_evictions: tuple[str, ...]  # first 50 of those names
+    last_evictions: tuple[str, ...]  # last 20 of those names
+    max_depth: int  # deepest rematerialization nesting reached
+    peak_pinned: int  # most bytes in use outside the evictable pool at an allocation check
+    peak_pinned_depth: int  # nesting depth when that peak was seen
+    failure: Failure | None
+    budget_lo: int  # the whole execution is identical for every budget in [budget_lo, budget_hi]
+    budget_hi: int | None  # None: no upper limit
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (tuples become lists)."""
+        return dataclasses.asdict(self)
