@@ -46,7 +46,8 @@ State = namedtuple(
         "s_last_access",
         "s_compute",
         "st_n",  # tensors of each storage created so far
-        "ch_n",  # children of each tensor created so far
+        "fwd_n",  # entries of each storage's forward / reverse neighbour list created so far
+        "rev_n",
         "pool_next",
         "pool_prev",
         "in_pool",
@@ -79,7 +80,8 @@ def new_state(layout: Layout, regions: bool) -> State:
         s_last_access=np.zeros(n_s, np.int64),
         s_compute=np.zeros(n_s, np.int64),
         st_n=np.zeros(n_s, np.int32),
-        ch_n=np.zeros(n_t, np.int32),
+        fwd_n=np.zeros(n_s, np.int32),
+        rev_n=np.zeros(n_s, np.int32),
         pool_next=np.full(n_s, -1, np.int32),
         pool_prev=np.full(n_s, -1, np.int32),
         in_pool=np.zeros(n_s, np.uint8),
@@ -97,7 +99,7 @@ def new_state(layout: Layout, regions: bool) -> State:
 # ---------------------------------------------------------------- pool (insertion-ordered set)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def pool_add(st: State, s: int, size: int) -> None:
     if st.in_pool[s]:
         return
@@ -112,7 +114,7 @@ def pool_add(st: State, s: int, size: int) -> None:
     st.g[POOL_BYTES] += size
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def pool_remove(st: State, s: int, size: int) -> None:
     if not st.in_pool[s]:
         return
@@ -129,14 +131,14 @@ def pool_remove(st: State, s: int, size: int) -> None:
     st.g[POOL_BYTES] -= size
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def lock(L: Layout, st: State, s: int) -> None:
     if st.s_ref_int[s] == 0:
         pool_remove(st, s, L.s_size[s])
     st.s_ref_int[s] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def unlock(L: Layout, st: State, s: int) -> None:
     st.s_ref_int[s] -= 1
     if st.s_ref_int[s] == 0:
@@ -186,36 +188,40 @@ def members(bits: np.ndarray, row: int, out: np.ndarray) -> int:
 
 
 @njit(cache=True)
+def _search(base, ptr, nbrs, visible, material, s_compute, interior, frontier, stack) -> int:
+    """Depth-first search through evicted storages; returns the compute of those reached."""
+    compute = 0
+    stack[0] = base
+    top = 1
+    while top:
+        top -= 1
+        s = stack[top]
+        for j in range(ptr[s], ptr[s] + visible[s]):
+            u = nbrs[j]
+            if material[u]:
+                if u != base:
+                    _set(frontier, base, u)
+            elif not _has(interior, base, u):
+                compute += s_compute[u]
+                _set(interior, base, u)
+                stack[top] = u
+                top += 1
+    return compute
+
+
+@njit(cache=True)
 def rebuild(L: Layout, st: State, base: int, forward: bool) -> None:
     """Recompute base's region from scratch: evicted storages reachable until material ones."""
     interior = st.fwd_int if forward else st.rev_int
     frontier = st.fwd_fr if forward else st.rev_fr
     interior[base, :] = 0
     frontier[base, :] = 0
-    compute = 0
-    stack = st.stack
-    top = 1
-    stack[0] = base
-    while top:
-        top -= 1
-        s = stack[top]
-        for k in range(L.st_ptr[s], L.st_ptr[s] + st.st_n[s]):
-            t = L.st_list[k]
-            if forward:
-                lo, hi, nbrs = L.ch_ptr[t], L.ch_ptr[t] + st.ch_n[t], L.ch_list
-            else:
-                op = L.t_op[t]
-                lo, hi, nbrs = L.op_arg_ptr[op], L.op_arg_ptr[op + 1], L.op_args
-            for j in range(lo, hi):
-                u = L.t_storage[nbrs[j]]
-                if st.s_material[u]:
-                    if u != base:
-                        _set(frontier, base, u)
-                elif not _has(interior, base, u):
-                    compute += st.s_compute[u]
-                    _set(interior, base, u)
-                    stack[top] = u
-                    top += 1
+    if forward:
+        compute = _search(base, L.fwd_ptr, L.fwd_list, st.fwd_n, st.s_material, st.s_compute,
+                          st.fwd_int, st.fwd_fr, st.stack)
+    else:
+        compute = _search(base, L.rev_ptr, L.rev_list, st.rev_n, st.s_material, st.s_compute,
+                          st.rev_int, st.rev_fr, st.stack)
     if forward:
         st.fwd_comp[base] = compute
     else:
@@ -247,7 +253,7 @@ def absorb(st: State, p: int, s: int, forward: bool) -> None:
 # ---------------------------------------------------------------- equivalence classes
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def find(parent: np.ndarray, node: int) -> int:
     root = node
     while parent[root] != root:
@@ -261,19 +267,14 @@ def find(parent: np.ndarray, node: int) -> int:
 def evicted_neighbour_storages(L: Layout, st: State, s: int, out: np.ndarray) -> int:
     """Evicted storages adjacent to s through a parent or child tensor (repeats possible)."""
     n = 0
-    for k in range(L.st_ptr[s], L.st_ptr[s] + st.st_n[s]):
-        t = L.st_list[k]
-        op = L.t_op[t]
-        for j in range(L.op_arg_ptr[op], L.op_arg_ptr[op + 1]):
-            u = L.t_storage[L.op_args[j]]
-            if not st.s_material[u] and u != s:
-                out[n] = u
-                n += 1
-        for j in range(L.ch_ptr[t], L.ch_ptr[t] + st.ch_n[t]):
-            u = L.t_storage[L.ch_list[j]]
-            if not st.s_material[u] and u != s:
-                out[n] = u
-                n += 1
+    for j in range(L.rev_ptr[s], L.rev_ptr[s] + st.rev_n[s]):
+        if not st.s_material[L.rev_list[j]]:
+            out[n] = L.rev_list[j]
+            n += 1
+    for j in range(L.fwd_ptr[s], L.fwd_ptr[s] + st.fwd_n[s]):
+        if not st.s_material[L.fwd_list[j]]:
+            out[n] = L.fwd_list[j]
+            n += 1
     return n
 
 
@@ -295,44 +296,71 @@ def class_compute(L: Layout, st: State, s: int, uf_parent: np.ndarray, uf_value:
 
 
 # ---------------------------------------------------------------- scores and choice
+#
+# The scan loops take plain arrays: passing the Layout or State tuples inside a loop makes
+# Numba reference-count every array they hold at each step.
 
 
-@njit(cache=True)
-def score(L: Layout, st: State, s: int, policy: int, uf_parent, uf_value) -> float:
-    size = L.s_size[s]
-    staleness = st.g[CLOCK] - st.s_last_access[s]
+@njit(cache=True, inline="always")
+def _over_size_staleness(numerator: int, size: int, staleness: int) -> float:
+    return divide_product(numerator, size, staleness) if size > 0 and staleness > 0 else math.inf
+
+
+@njit(cache=True, inline="always")
+def score(policy, s, clock, e_star_extra, size, compute, fwd_comp, rev_comp, last_access) -> float:
+    """The cost simrd's heuristic `policy` gives storage s (`e_star_extra`: class values)."""
+    staleness = clock - last_access[s]
     if policy == DTR:
-        e_star = st.s_compute[s] + st.fwd_comp[s] + st.rev_comp[s]
-        return divide_product(e_star, size, staleness) if size > 0 and staleness > 0 else math.inf
+        return _over_size_staleness(compute[s] + fwd_comp[s] + rev_comp[s], size[s], staleness)
     if policy == DTR_EQCLASS:
-        e_star = class_compute(L, st, s, uf_parent, uf_value)
-        return divide_product(e_star, size, staleness) if size > 0 and staleness > 0 else math.inf
+        return _over_size_staleness(compute[s] + e_star_extra, size[s], staleness)
     if policy == DTR_LOCAL:
-        c = st.s_compute[s]
-        return divide_product(c, size, staleness) if size > 0 and staleness > 0 else math.inf
+        return _over_size_staleness(compute[s], size[s], staleness)
     if policy == MSPS:
-        c = st.s_compute[s] + st.rev_comp[s]
-        return divide(c, size) if size > 0 else math.inf
+        return divide(compute[s] + rev_comp[s], size[s]) if size[s] > 0 else math.inf
     if policy == LRU:
-        return float(st.s_last_access[s])
-    if policy == LARGEST_STORAGE:
-        return 1.0 / size if size > 0 else math.inf
-    raise ValueError("unknown policy id")
+        return float(last_access[s])
+    # LARGEST_STORAGE
+    return 1.0 / size[s] if size[s] > 0 else math.inf
 
 
 @njit(cache=True)
 def choose(L: Layout, st: State, policy: int, uf_parent, uf_value) -> int:
-    """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero."""
+    """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero.
+
+    Each policy gets its own inlined copy of the scan, so the score branch folds away.
+    """
+    if policy == DTR:
+        return _scan(L, st, DTR, uf_parent, uf_value)
+    if policy == DTR_EQCLASS:
+        return _scan(L, st, DTR_EQCLASS, uf_parent, uf_value)
+    if policy == DTR_LOCAL:
+        return _scan(L, st, DTR_LOCAL, uf_parent, uf_value)
+    if policy == MSPS:
+        return _scan(L, st, MSPS, uf_parent, uf_value)
+    if policy == LRU:
+        return _scan(L, st, LRU, uf_parent, uf_value)
+    return _scan(L, st, LARGEST_STORAGE, uf_parent, uf_value)
+
+
+@njit(cache=True, inline="always")
+def _scan(L: Layout, st: State, policy: int, uf_parent, uf_value) -> int:
+    g, pool_next, size, compute = st.g, st.pool_next, L.s_size, st.s_compute
+    fwd_comp, rev_comp, last_access = st.fwd_comp, st.rev_comp, st.s_last_access
     best, best_s = math.inf, -1
-    s = st.g[POOL_HEAD]
+    s = g[POOL_HEAD]
+    clock = g[CLOCK]
     while s >= 0:
-        st.g[EVALS] += 1
-        cost = score(L, st, s, policy, uf_parent, uf_value)
+        g[EVALS] += 1
+        extra = 0
+        if policy == DTR_EQCLASS:
+            extra = class_compute(L, st, s, uf_parent, uf_value) - compute[s]
+        cost = score(policy, s, clock, extra, size, compute, fwd_comp, rev_comp, last_access)
         if cost <= best:
             best, best_s = cost, s
         if cost == 0:
             break
-        s = st.pool_next[s]
+        s = pool_next[s]
     return best_s
 
 
@@ -446,7 +474,7 @@ def _rebuild_around(L: Layout, st: State, fresh: np.ndarray, n_fresh: int) -> No
 # ---------------------------------------------------------------- the replay
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _grown(a: np.ndarray, need: int) -> np.ndarray:
     if need <= len(a):
         return a
@@ -455,7 +483,7 @@ def _grown(a: np.ndarray, need: int) -> np.ndarray:
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sample_pinned(st: State) -> None:
     pinned = st.g[MEM] - st.g[POOL_BYTES]
     if pinned > st.g[PEAK_PINNED]:
@@ -472,7 +500,7 @@ def _fail(st: State, op: int, request: int, budget: int) -> None:
     st.g[FAIL_OVER] = st.g[MEM] + request - budget
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fits(st: State, request: int, budget: int) -> bool:
     """simrd's `memory + request > budget` test, narrowing the certified budget interval."""
     need = st.g[MEM] + request
@@ -483,7 +511,7 @@ def _fits(st: State, request: int, budget: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _enter(st: State, frames: np.ndarray, top: int, t: int, remat: bool) -> int:
     frames[top, 0], frames[top, 1], frames[top, 2] = t, remat, 0
     if remat:
@@ -561,7 +589,7 @@ def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass
     return RUNNING, log, uf
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _room_for_class(uf, st: State, eqclass: bool):
     """Equivalence classes need one union-find node per eviction; grow the arrays on demand."""
     if not eqclass:
@@ -579,8 +607,10 @@ def _create_outputs(L: Layout, st: State, op: int) -> None:
         st.st_n[s] += 1
         st.s_compute[s] += L.t_compute_gain[t]
         st.s_ref_ext[s] += 1
-    for j in range(L.op_arg_ptr[op], L.op_arg_ptr[op + 1]):
-        st.ch_n[L.op_args[j]] += last - first
+    for j in range(L.op_fwd_ptr[op], L.op_fwd_ptr[op + 1]):
+        st.fwd_n[L.op_fwd[j]] += 1
+    for j in range(L.op_rev_ptr[op], L.op_rev_ptr[op + 1]):
+        st.rev_n[L.op_rev[j]] += 1
 
 
 @njit(cache=True)

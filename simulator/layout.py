@@ -24,8 +24,14 @@ Layout = namedtuple(
         "s_size",  # int64[storages]
         "st_ptr",  # int32[storages + 1]: tensors of a storage, in creation order
         "st_list",  # int32
-        "ch_ptr",  # int32[tensors + 1]: children of a tensor, in creation order, repeats kept
-        "ch_list",  # int32
+        "fwd_ptr",  # int32[storages + 1]: storages holding a child of one of its tensors
+        "fwd_list",  # int32, in order of creation, each neighbour once, never itself
+        "rev_ptr",  # int32[storages + 1]: storages holding a parent of one of its tensors
+        "rev_list",  # int32, likewise
+        "op_fwd_ptr",  # int32[ops + 1]: storages whose forward list grows by one entry each,
+        "op_fwd",  # int32        when the operator is created (repeats: grows by more)
+        "op_rev_ptr",  # int32[ops + 1]: likewise for reverse lists
+        "op_rev",  # int32
         "cmd_kind",  # int8[commands]
         "cmd_arg",  # int32[commands]
     ],
@@ -39,6 +45,13 @@ def _csr(groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, np.array(flat, dtype=np.int32)
 
 
+def _link(adjacency: list[list[int]], grown: list[int], a: int, b: int) -> None:
+    """Record b as a neighbour of a, once; regions and classes only ever ask which storages."""
+    if a != b and b not in adjacency[a]:
+        adjacency[a].append(b)
+        grown.append(a)
+
+
 def build_layout(trace: Trace) -> Layout:
     """Derive the arrays the replay kernel walks; tensors appear in these lists as they are created."""
     n_ops, n_tensors = trace.n_ops, trace.n_tensors
@@ -48,7 +61,10 @@ def build_layout(trace: Trace) -> Layout:
     gain = np.zeros(n_tensors, dtype=np.int64)
     roots: list[int] = []
     members: list[list[int]] = []
-    children: list[list[int]] = [[] for _ in range(n_tensors)]
+    fwd: list[list[int]] = []
+    rev: list[list[int]] = []
+    op_fwd: list[list[int]] = []
+    op_rev: list[list[int]] = []
     for op in range(n_ops):
         outputs = range(out_ptr[op], out_ptr[op + 1])
         touched = set()
@@ -58,6 +74,8 @@ def build_layout(trace: Trace) -> Layout:
                 t_storage[t] = len(roots)
                 roots.append(t)
                 members.append([])
+                fwd.append([])
+                rev.append([])
             else:
                 t_storage[t] = t_storage[args[arg_ptr[op] + alias]]
             members[t_storage[t]].append(t)
@@ -65,10 +83,13 @@ def build_layout(trace: Trace) -> Layout:
             if t_storage[t] not in touched:
                 gain[t] = trace.op_cost[op]
                 touched.add(t_storage[t])
-        for p in args[arg_ptr[op] : arg_ptr[op + 1]]:
-            children[p].extend(outputs)
+        op_fwd.append([])
+        op_rev.append([])
+        for t in outputs:
+            for p in args[arg_ptr[op] : arg_ptr[op + 1]]:
+                _link(fwd, op_fwd[-1], t_storage[p], t_storage[t])
+                _link(rev, op_rev[-1], t_storage[t], t_storage[p])
     st_ptr, st_list = _csr(members)
-    ch_ptr, ch_list = _csr(children)
     s_root = np.array(roots, dtype=np.int32)
     size_prefix = np.concatenate(([0], np.cumsum(trace.tensor_size, dtype=np.int64)))
     return Layout(
@@ -85,8 +106,10 @@ def build_layout(trace: Trace) -> Layout:
         s_size=trace.tensor_size[s_root],
         st_ptr=st_ptr,
         st_list=st_list,
-        ch_ptr=ch_ptr,
-        ch_list=ch_list,
+        **dict(zip(("fwd_ptr", "fwd_list"), _csr(fwd), strict=True)),
+        **dict(zip(("rev_ptr", "rev_list"), _csr(rev), strict=True)),
+        **dict(zip(("op_fwd_ptr", "op_fwd"), _csr(op_fwd), strict=True)),
+        **dict(zip(("op_rev_ptr", "op_rev"), _csr(op_rev), strict=True)),
         cmd_kind=trace.cmd_kind,
         cmd_arg=trace.cmd_arg,
     )
