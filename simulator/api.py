@@ -35,7 +35,9 @@ def simulate(
     model_compute × (cap − 1), checked where simrd checks `remat_limit`.
     """
     if not isinstance(budget, int) or not 0 <= budget < _UNBOUNDED:
-        raise UserError("budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}", repr(budget))
+        raise UserError(
+            "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}", repr(budget)
+        )
     if overhead_cap is not None and not overhead_cap >= 1:
         raise UserError("overhead cap", "a number >= 1", repr(overhead_cap))
     chosen = get_policy(policy)
@@ -97,5 +99,7 @@ def peak_memory(trace: Trace) -> int:
 
 
 def budget_for(trace: Trace, ratio: float, peak: int | None = None) -> int:
-    """The study's budget for a ratio of the peak: `int(peak * ratio)`, exactly as Python computes it."""
+    """The study's budget for a ratio of the peak: `int(peak * ratio)`, as Python computes it."""
+    if not (isinstance(ratio, int | float) and 0 <= ratio < 1e6):
+        raise UserError("ratio", "a finite number from 0", repr(ratio))
     return int((peak_memory(trace) if peak is None else peak) * ratio)

@@ -217,11 +217,29 @@ def rebuild(L: Layout, st: State, base: int, forward: bool) -> None:
     interior[base, :] = 0
     frontier[base, :] = 0
     if forward:
-        compute = _search(base, L.fwd_ptr, L.fwd_list, st.fwd_n, st.s_material, st.s_compute,
-                          st.fwd_int, st.fwd_fr, st.stack)
+        compute = _search(
+            base,
+            L.fwd_ptr,
+            L.fwd_list,
+            st.fwd_n,
+            st.s_material,
+            st.s_compute,
+            st.fwd_int,
+            st.fwd_fr,
+            st.stack,
+        )
     else:
-        compute = _search(base, L.rev_ptr, L.rev_list, st.rev_n, st.s_material, st.s_compute,
-                          st.rev_int, st.rev_fr, st.stack)
+        compute = _search(
+            base,
+            L.rev_ptr,
+            L.rev_list,
+            st.rev_n,
+            st.s_material,
+            st.s_compute,
+            st.rev_int,
+            st.rev_fr,
+            st.stack,
+        )
     if forward:
         st.fwd_comp[base] = compute
     else:
@@ -390,11 +408,7 @@ def evict(L: Layout, st: State, s: int, regions: bool, eqclass: bool, uf_parent,
         st.rev_comp[s] = 0
     if eqclass:
         # A new class for s, merged with the classes of its evicted neighbours.
-        node = st.g[N_NODES]
-        st.g[N_NODES] += 1
-        uf_parent[node] = node
-        uf_value[node] = st.s_compute[s]
-        st.s_node[s] = node
+        node = _new_class(st, (uf_parent, uf_value), s, st.s_compute[s])
         n = evicted_neighbour_storages(L, st, s, st.stack)
         for i in range(n):
             other = find(uf_parent, st.s_node[st.stack[i]])
@@ -440,7 +454,7 @@ def compute(L: Layout, st: State, t: int, remat: bool, regions: bool, uf_parent,
     if regions:
         _rebuild_around(L, st, fresh, n_fresh)
     for i in range(n_fresh):
-        # A rematerialized storage leaves its class's value, not the class.
+        # A computed storage leaves its class's value, not the class.
         node = st.s_node[fresh[i]]
         if node >= 0:
             uf_value[find(uf_parent, node)] -= st.s_compute[fresh[i]]
@@ -521,7 +535,9 @@ def _enter(st: State, frames: np.ndarray, top: int, t: int, remat: bool) -> int:
 
 
 @njit(cache=True)
-def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass, frames, snap, log, uf):
+def materialize(
+    L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass, frames, snap, log, uf
+):
     """simrd's _materialize as an explicit stack machine (no recursion limit).
 
     Frame columns: tensor, remat flag, phase, first and end index of its snapshot of undefined
@@ -573,7 +589,7 @@ def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass
                 log[st.g[N_EVICTED]] = victim
                 st.g[N_EVICTED] += 1
                 st.g[EVICTIONS] += 1
-                uf = _room_for_class(uf, st, eqclass)
+                uf = _room_for_class(uf, st, eqclass, 1)
                 evict(L, st, victim, regions, eqclass, uf[0], uf[1])
             compute(L, st, t, frames[k, 1] != 0, regions, uf[0], uf[1])
             for j in range(a0, a1):
@@ -590,20 +606,36 @@ def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass
 
 
 @njit(cache=True, inline="always")
-def _room_for_class(uf, st: State, eqclass: bool):
-    """Equivalence classes need one union-find node per eviction; grow the arrays on demand."""
+def _room_for_class(uf, st: State, eqclass: bool, more: int):
+    """Classes take one union-find node per new storage and per eviction; grow on demand."""
     if not eqclass:
         return uf
-    need = st.g[N_NODES] + 1
+    need = st.g[N_NODES] + more
     return _grown(uf[0], need), _grown(uf[1], need)
 
 
+@njit(cache=True, inline="always")
+def _new_class(st: State, uf, s: int, value: int) -> int:
+    node = st.g[N_NODES]
+    st.g[N_NODES] += 1
+    uf[0][node] = node
+    uf[1][node] = value
+    st.s_node[s] = node
+    return node
+
+
 @njit(cache=True)
-def _create_outputs(L: Layout, st: State, op: int) -> None:
-    """Register op's outputs on their storages and as children of its arguments."""
+def _create_outputs(L: Layout, st: State, op: int, eqclass: bool, uf) -> None:
+    """Register op's outputs on their storages and as neighbours of its arguments' storages.
+
+    Under classes, a new storage starts in a class of its own with value 0: until computed it
+    counts as an evicted neighbour, as in simrd, and its first computation debits that class.
+    """
     first, last = L.op_out_ptr[op], L.op_out_ptr[op + 1]
     for t in range(first, last):
         s = L.t_storage[t]
+        if eqclass and st.st_n[s] == 0:
+            _new_class(st, uf, s, 0)
         st.st_n[s] += 1
         st.s_compute[s] += L.t_compute_gain[t]
         st.s_ref_ext[s] += 1
@@ -614,7 +646,9 @@ def _create_outputs(L: Layout, st: State, op: int) -> None:
 
 
 @njit(cache=True)
-def replay(L: Layout, st: State, budget: int, policy: int, remat_limit: float, regions: bool, eqclass: bool):
+def replay(
+    L: Layout, st: State, budget: int, policy: int, remat_limit: float, regions: bool, eqclass: bool
+):
     """Replay the whole schedule; returns (status, eviction log) with counters in st.g."""
     frames = np.zeros((len(L.t_op) + 1, 6), np.int64)
     snap = np.zeros(len(L.op_args) + 1, np.int32)
@@ -625,10 +659,23 @@ def replay(L: Layout, st: State, budget: int, policy: int, remat_limit: float, r
         kind, arg = L.cmd_kind[i], L.cmd_arg[i]
         status = RUNNING
         if kind == 0:  # COMPUTE
-            _create_outputs(L, st, arg)
             first, last = L.op_out_ptr[arg], L.op_out_ptr[arg + 1]
+            uf = _room_for_class(uf, st, eqclass, last - first)
+            _create_outputs(L, st, arg, eqclass, uf)
             status, log, uf = materialize(
-                L, st, first, False, budget, policy, remat_limit, regions, eqclass, frames, snap, log, uf
+                L,
+                st,
+                first,
+                False,
+                budget,
+                policy,
+                remat_limit,
+                regions,
+                eqclass,
+                frames,
+                snap,
+                log,
+                uf,
             )
             for t in range(first, last):
                 st.s_last_access[L.t_storage[t]] = st.g[CLOCK]
@@ -638,7 +685,19 @@ def replay(L: Layout, st: State, budget: int, policy: int, remat_limit: float, r
             s = L.t_storage[arg]
             if not st.t_defined[arg]:
                 status, log, uf = materialize(
-                    L, st, arg, True, budget, policy, remat_limit, regions, eqclass, frames, snap, log, uf
+                    L,
+                    st,
+                    arg,
+                    True,
+                    budget,
+                    policy,
+                    remat_limit,
+                    regions,
+                    eqclass,
+                    frames,
+                    snap,
+                    log,
+                    uf,
                 )
             if status == RUNNING and not st.s_pinned[s]:
                 lock(L, st, s)
@@ -647,7 +706,7 @@ def replay(L: Layout, st: State, budget: int, policy: int, remat_limit: float, r
             s = L.t_storage[arg]
             st.s_ref_ext[s] -= 1
             if st.s_ref_ext[s] == 0 and st.s_material[s] and not st.s_pinned[s]:
-                uf = _room_for_class(uf, st, eqclass)
+                uf = _room_for_class(uf, st, eqclass, 1)
                 evict(L, st, s, regions, eqclass, uf[0], uf[1])
                 st.g[EAGER] += 1
         if status != RUNNING:

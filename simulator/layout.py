@@ -53,7 +53,7 @@ def _link(adjacency: list[list[int]], grown: list[int], a: int, b: int) -> None:
 
 
 def build_layout(trace: Trace) -> Layout:
-    """Derive the arrays the replay kernel walks; tensors appear in these lists as they are created."""
+    """Derive the arrays the replay kernel walks, each list in order of creation."""
     n_ops, n_tensors = trace.n_ops, trace.n_tensors
     out_ptr, arg_ptr, args = trace.op_out_ptr, trace.op_arg_ptr, trace.op_args
     t_op = np.repeat(np.arange(n_ops, dtype=np.int32), np.diff(out_ptr))

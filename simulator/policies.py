@@ -1,4 +1,4 @@
-"""The registry of eviction policies: name, kernel rule, the runtime features it reads, parameters."""
+"""The registry of eviction policies: name, kernel rule, runtime features read, parameters."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Policy:
         unknown = sorted(set(given) - set(self.defaults))
         if unknown:
             known = ", ".join(self.defaults) or "none"
-            raise PolicyError(f"policy {self.name}", f"parameters among: {known}", unknown[0])
+            raise PolicyError(f"policy {self.name}", f"parameters among: {known}", repr(unknown[0]))
         return tuple(sorted({**self.defaults, **given}.items()))
 
 
@@ -40,8 +40,13 @@ def register(policy: Policy) -> Policy:
 
 register(Policy("dtr", kernel.DTR, "DTR", regions=True, summary="e* / (size * staleness)"))
 register(
-    Policy("dtr-eqclass", kernel.DTR_EQCLASS, "DTREqClass", eqclass=True,
-           summary="e* over equivalence classes / (size * staleness)")
+    Policy(
+        "dtr-eqclass",
+        kernel.DTR_EQCLASS,
+        "DTREqClass",
+        eqclass=True,
+        summary="e* over equivalence classes / (size * staleness)",
+    )
 )
 register(Policy("dtr-local", kernel.DTR_LOCAL, "DTRLocal", summary="compute / (size * staleness)"))
 register(Policy("msps", kernel.MSPS, "MSPS", regions=True, summary="(compute + reverse e*) / size"))

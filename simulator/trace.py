@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import zipfile
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import numpy as np
 from simulator.errors import TraceError
 
 COMPUTE, GET, PIN, RELEASE = 0, 1, 2, 3
-"""Schedule command kinds: run an operator, take a reference, pin (rematerializing first), drop one."""
+"""Schedule commands: run an operator, take a reference, pin (rematerializing first), drop one."""
 
 CALL_OP, CONSTANT_OP, MUTATE_OP = 0, 1, 2
 """Operator kinds, as the trace produced them."""
@@ -157,12 +158,25 @@ class _Builder:
         self.refs[tensor] += 1
 
 
-def _int_field(lines: _Lines, line: int, obj: dict, key: str) -> int:
+_INT_LIMIT = 2**62  # sizes and costs are summed in int64 arrays
+
+
+def _int_field(lines: _Lines, line: int, obj: dict, key: str, low: int = 0) -> int:
     value = obj[key]
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise lines.error(line, f"an integer {key}", repr(value)) from None
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or not low <= number < _INT_LIMIT:
+        raise lines.error(line, f"an integer {key} from {low} to 2**62 - 1", repr(value))
+    return number
+
+
+def _name(lines: _Lines, line: int, obj: dict, key: str) -> str:
+    value = obj[key]
+    if not isinstance(value, str):
+        raise lines.error(line, f"a string {key}", repr(value))
+    return value
 
 
 def _check_fields(lines: _Lines, line: int, obj: dict) -> str:
@@ -171,20 +185,22 @@ def _check_fields(lines: _Lines, line: int, obj: dict) -> str:
         raise lines.error(line, "a known instruction (" + ", ".join(_FIELDS) + ")", repr(instr))
     missing = [key for key in _FIELDS[instr] if key not in obj]
     if missing:
-        raise lines.error(line, f"{instr} with field(s) {', '.join(_FIELDS[instr])}", f"no {missing[0]}")
+        raise lines.error(
+            line, f"{instr} with field(s) {', '.join(_FIELDS[instr])}", f"no {missing[0]}"
+        )
     return instr
 
 
 def _expect(lines: _Lines, b: _Builder, kind: str, name: str, after: int) -> tuple[int, dict]:
     line, obj = lines.next(f"{kind} for {name!r}", after)
     instr = _check_fields(lines, line, obj)
-    if instr != kind or obj["NAME"] != name:
+    if instr != kind or _name(lines, line, obj, "NAME") != name:
         raise lines.error(line, f"{kind} for {name!r}", f"{instr} {obj.get('NAME')!r}")
     return line, obj
 
 
 def _constant(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
-    name = obj["NAME"]
+    name = _name(lines, line, obj, "NAME")
     mline, memory = _expect(lines, b, "MEMORY", name, line)
     size = _int_field(lines, mline, memory, "MEMORY")
     (tensor,) = b.add_op(CONSTANT_OP, 0, line, [], [(name, size, -1)])
@@ -195,22 +211,24 @@ def _constant(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
 
 def _call(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
     results, args = obj["RESULT"], obj["ARGS"]
-    if not isinstance(results, list) or not isinstance(args, list):
-        raise lines.error(line, "CALL with list RESULT and ARGS", f"{results!r}, {args!r}")
+    if not isinstance(args, list) or not (
+        isinstance(results, list) and all(isinstance(r, str) for r in results)
+    ):
+        raise lines.error(line, "CALL with a list ARGS and a list of names RESULT", repr(results))
     arg_ids = [b.lookup(a, line) for a in args]
     cost = _int_field(lines, line, obj, "TIME")
     outputs, last = [], line
     for name in results:
         mline, memory = _expect(lines, b, "MEMORY", name, last)
         last, alias_obj = _expect(lines, b, "ALIAS", name, mline)
-        alias = _int_field(lines, last, alias_obj, "ALIAS")
+        alias = _int_field(lines, last, alias_obj, "ALIAS", low=-_INT_LIMIT)
         if not -1 <= alias < len(args):
             raise lines.error(last, f"an ALIAS from -1 to {len(args) - 1}", str(alias))
         size = 0 if alias != -1 else _int_field(lines, mline, memory, "MEMORY")
         if name in b.names:
             raise lines.error(line, "CALL results not defined before", repr(name))
         outputs.append((name, size, alias))
-    for name, tensor in zip(results, b.add_op(CALL_OP, cost, line, arg_ids, outputs)):
+    for name, tensor in zip(results, b.add_op(CALL_OP, cost, line, arg_ids, outputs), strict=True):
         b.bind(name, tensor)
 
 
@@ -224,15 +242,16 @@ def _mutate(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
     cost = _int_field(lines, line, obj, "TIME")
     outputs = [(b.tensor_names[arg_ids[m]] + "$", b.storage_size[arg_ids[m]], -1) for m in mutated]
     new = b.add_op(MUTATE_OP, cost, line, arg_ids, outputs)
-    for m, tensor in zip(mutated, new):
+    for m, tensor in zip(mutated, new, strict=True):
         b.rebind(args[m], tensor, line)
 
 
 def _copy(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
     src = b.lookup(obj["SRC"], line)
-    if obj["DST"] in b.names:
-        raise lines.error(line, "a COPY destination not defined before", repr(obj["DST"]))
-    b.bind(obj["DST"], src)
+    dst = _name(lines, line, obj, "DST")
+    if dst in b.names:
+        raise lines.error(line, "a COPY destination not defined before", repr(dst))
+    b.bind(dst, src)
     b.cmds.append((GET, src, line))
 
 
@@ -245,7 +264,7 @@ def _copy_from(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
 
 def _release(lines: _Lines, b: _Builder, line: int, obj: dict) -> None:
     # simrd ignores releases of names it never saw (ignore_undefined_release=True).
-    tensor = b.names.get(obj["NAME"])
+    tensor = b.names.get(_name(lines, line, obj, "NAME"))
     if tensor is not None:
         b.refs[tensor] -= 1
         b.cmds.append((RELEASE, tensor, line))
@@ -284,7 +303,9 @@ def _check_refcounts(lines: _Lines, b: _Builder) -> None:
                 held[owner[t]] += 1
         elif kind in (GET, RELEASE):
             if held[owner[arg]] <= 0:
-                raise lines.error(line, "a tensor that is still referenced", b.tensor_names[arg])
+                raise lines.error(
+                    line, "a tensor that is still referenced", repr(b.tensor_names[arg])
+                )
             held[owner[arg]] += 1 if kind == GET else -1
 
 
@@ -294,7 +315,7 @@ def _finish(b: _Builder, name: str, sha256: str) -> Trace:
     for tensor in b.names.values():
         if b.refs[tensor] > 0:
             b.cmds.append((PIN, tensor, end))
-    kinds, args, cmd_lines = zip(*b.cmds) if b.cmds else ((), (), ())
+    kinds, args, cmd_lines = zip(*b.cmds, strict=True) if b.cmds else ((), (), ())
     return Trace(
         name=name,
         sha256=sha256,
@@ -318,9 +339,12 @@ def parse_trace(data: bytes, source: str, name: str | None = None) -> Trace:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceError(source, 1, "UTF-8 text", f"undecodable byte at offset {exc.start}") from None
-    # Lines as Python's file iteration yields them: split on newline only.
-    texts = text.split("\n")
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceError(
+            source, line, "UTF-8 text", f"undecodable byte at offset {exc.start}"
+        ) from None
+    # Lines as simrd's text-mode file iteration yields them (universal newlines).
+    texts = io.StringIO(text, newline=None).read().split("\n")
     if texts and texts[-1] == "":
         texts.pop()
     if not any(t.strip() for t in texts):
@@ -333,7 +357,9 @@ def parse_trace(data: bytes, source: str, name: str | None = None) -> Trace:
         instr = _check_fields(lines, line, obj)
         handler = _HANDLERS.get(instr)
         if handler is None:
-            raise lines.error(line, "CONSTANT, CALL, MUTATE, COPY, COPY_FROM, RELEASE or ANNOTATE", instr)
+            raise lines.error(
+                line, "CONSTANT, CALL, MUTATE, COPY, COPY_FROM, RELEASE or ANNOTATE", instr
+            )
         handler(lines, b, line, obj)
     _check_refcounts(lines, b)
     return _finish(b, name or Path(source).stem, hashlib.sha256(data).hexdigest())
