@@ -163,12 +163,17 @@ def _clear(bits: np.ndarray, row: int, i: int) -> None:
     bits[row, i >> 6] &= ~(_U1 << np.uint64(i & 63))
 
 
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_SHIFT = np.uint64(58)
+_DEBRUIJN_INDEX = np.zeros(64, np.int64)
+for _i in range(64):
+    _DEBRUIJN_INDEX[((1 << _i) * int(_DEBRUIJN) % 2**64) >> 58] = _i
+
+
 @njit(cache=True, inline="always")
 def _low_bit(word: np.uint64) -> int:
-    n = 0
-    while not (word >> np.uint64(n)) & _U1:
-        n += 1
-    return n
+    """Index of the lowest set bit (word != 0), by de Bruijn multiplication."""
+    return _DEBRUIJN_INDEX[((word & (~word + _U1)) * _DEBRUIJN) >> _DEBRUIJN_SHIFT]
 
 
 @njit(cache=True)
@@ -394,12 +399,15 @@ def evict(L: Layout, st: State, s: int, regions: bool, eqclass: bool, uf_parent,
         st.t_defined[L.st_list[k]] = 0
     if regions:
         stack = st.stack
+        # Regions bordering s take it in (pinned ones are never read, see _rebuild_unpinned).
         n = members(st.rev_fr, s, stack)
         for i in range(n):
-            absorb(st, stack[i], s, True)
+            if not st.s_pinned[stack[i]]:
+                absorb(st, stack[i], s, True)
         n = members(st.fwd_fr, s, stack)
         for i in range(n):
-            absorb(st, stack[i], s, False)
+            if not st.s_pinned[stack[i]]:
+                absorb(st, stack[i], s, False)
         st.fwd_int[s, :] = 0
         st.fwd_fr[s, :] = 0
         st.rev_int[s, :] = 0
@@ -473,15 +481,20 @@ def _rebuild_around(L: Layout, st: State, fresh: np.ndarray, n_fresh: int) -> No
         rebuild(L, st, s, False)
         affected |= st.rev_fr[s, :]
         affected_rev |= st.fwd_fr[s, :]
-    for w in range(words):
-        word = affected[w]
+    _rebuild_unpinned(L, st, affected, True)
+    _rebuild_unpinned(L, st, affected_rev, False)
+
+
+@njit(cache=True)
+def _rebuild_unpinned(L: Layout, st: State, bases: np.ndarray, forward: bool) -> None:
+    """Rebuild the listed regions. A pinned storage is never scored, evicted or freed, so its
+    regions are never read: simrd maintains them, skipping them changes no decision."""
+    for w in range(len(bases)):
+        word = bases[w]
         while word:
-            rebuild(L, st, w * 64 + _low_bit(word), True)
-            word &= word - _U1
-    for w in range(words):
-        word = affected_rev[w]
-        while word:
-            rebuild(L, st, w * 64 + _low_bit(word), False)
+            base = w * 64 + _low_bit(word)
+            if not st.s_pinned[base]:
+                rebuild(L, st, base, forward)
             word &= word - _U1
 
 
