@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from simulator import kernel
 from simulator.errors import UserError
-from simulator.layout import Layout, build_layout
+from simulator.layout import S_ROOT, Layout, build_layout
 from simulator.policies import get_policy
 from simulator.result import OK, OOM, THRASHED, Failure, Result
 from simulator.trace import Trace
@@ -53,7 +53,7 @@ def simulate(
 
 def _result(trace, layout, state, status, log, budget, policy, params, cap) -> Result:
     g = [int(x) for x in state.g]
-    names = [trace.tensor_names[t] for t in layout.s_root[log]]
+    names = [trace.tensor_names[t] for t in layout.stor[S_ROOT][log]]
     failure = None
     if status != kernel.DONE:
         failure = Failure(

@@ -1,9 +1,10 @@
 """The compiled replay loop: simrd's RuntimeV2EagerOptimized decisions, step for step, on arrays.
 
-Everything mutable lives in a `State` of arrays; scalars live in `state.g`, indexed by the
-constants below. Regions (evicted neighbourhoods) are bitsets over storages, maintained
-incrementally exactly where simrd absorbs and rebuilds them, so the region compute values,
-and with them every score, equal simrd's.
+State is a handful of dense arrays: scalars in `g`, per-storage fields as rows of `sv`, region
+bitsets as planes of `bits` (one row of words per storage). Regions (evicted neighbourhoods)
+are maintained incrementally exactly where simrd absorbs and rebuilds them, so the region
+compute values, and with them every score, equal simrd's. Functions take the few arrays they
+need: each array passed costs a reference-count update, which dominated earlier versions.
 """
 
 from __future__ import annotations
@@ -15,9 +16,26 @@ import numpy as np
 from numba import njit
 
 from simulator.exactdiv import divide, divide_product
-from simulator.layout import Layout
+from simulator.layout import (
+    OP_ARGS,
+    OP_COST,
+    OP_FWD_GROWTH,
+    OP_OUT,
+    OP_REV_GROWTH,
+    OP_TOTAL,
+    S_FWD,
+    S_REV,
+    S_ROOT,
+    S_SIZE,
+    S_TENSORS,
+    T_GAIN,
+    T_OP,
+    T_SIZE,
+    T_STORAGE,
+    Layout,
+)
 
-# Scalars in state.g
+# Scalars in g
 MEM, CLOCK, MODEL_C, REMAT_C, PEAK = 0, 1, 2, 3, 4
 EVALS, EVICTIONS, EAGER, REMATS, DEPTH, MAX_DEPTH = 5, 6, 7, 8, 9, 10
 PEAK_PINNED, PEAK_PINNED_DEPTH, POOL_HEAD, POOL_TAIL, POOL_BYTES = 11, 12, 13, 14, 15
@@ -25,143 +43,93 @@ LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 
 N_NODES, N_EVICTED = 23, 24
 N_SCALARS = 25
 
+# Rows of sv, one column per storage
+LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
+N_TENSORS, N_FWD, N_REV, MATERIAL, PINNED, IN_POOL = 9, 10, 11, 12, 13, 14
+N_FIELDS = 15
+
+# Planes of bits: interior and frontier of each storage's forward and reverse region
+FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
+
 RUNNING, DONE, OOM, THRASHED = 0, 1, 2, 3
+COMPUTE_CMD, GET_CMD, PIN_CMD = 0, 1, 2  # else RELEASE (see trace.py)
 NO_LIMIT = np.int64(2**62)
 
 # Policy ids, one score rule each (see policies.py for names and parameters)
 DTR, DTR_EQCLASS, DTR_LOCAL, MSPS, LRU, LARGEST_STORAGE = 0, 1, 2, 3, 4, 5
 
 _U1 = np.uint64(1)
-_U63 = np.uint64(63)
 
-State = namedtuple(
-    "State",
-    [
-        "g",
-        "t_defined",
-        "s_material",
-        "s_ref_int",
-        "s_ref_ext",
-        "s_pinned",
-        "s_last_access",
-        "s_compute",
-        "st_n",  # tensors of each storage created so far
-        "fwd_n",  # entries of each storage's forward / reverse neighbour list created so far
-        "rev_n",
-        "pool_next",
-        "pool_prev",
-        "in_pool",
-        "fwd_int",  # bitsets [storage, word]: interior / frontier of forward and reverse regions
-        "fwd_fr",
-        "rev_int",
-        "rev_fr",
-        "fwd_comp",
-        "rev_comp",
-        "s_node",  # union-find node of an evicted storage's equivalence class, or -1
-        "stack",  # scratch: DFS stack, neighbour roots
-    ],
-)
+State = namedtuple("State", ["g", "sv", "defined", "bits", "scratch"])
 
 
 def new_state(layout: Layout, regions: bool) -> State:
     """Fresh state for one replay; region bitsets only when the policy reads regions."""
-    n_s, n_t = len(layout.s_size), len(layout.t_size)
-    words = (n_s + 63) // 64 if regions else 1
-    rows = n_s if regions else 1
+    n_s, n_t = layout.stor.shape[1] - 1, layout.tens.shape[1]
     g = np.zeros(N_SCALARS, dtype=np.int64)
     g[CLOCK], g[POOL_HEAD], g[POOL_TAIL], g[HI], g[FAIL_OP] = 1, -1, -1, NO_LIMIT, -1
+    sv = np.zeros((N_FIELDS, n_s), dtype=np.int64)
+    sv[NEXT] = sv[PREV] = sv[NODE] = -1
+    shape = (4, n_s, (n_s + 63) // 64) if regions else (4, 1, 1)
     return State(
         g=g,
-        t_defined=np.zeros(n_t, np.uint8),
-        s_material=np.zeros(n_s, np.uint8),
-        s_ref_int=np.zeros(n_s, np.int32),
-        s_ref_ext=np.zeros(n_s, np.int32),
-        s_pinned=np.zeros(n_s, np.uint8),
-        s_last_access=np.zeros(n_s, np.int64),
-        s_compute=np.zeros(n_s, np.int64),
-        st_n=np.zeros(n_s, np.int32),
-        fwd_n=np.zeros(n_s, np.int32),
-        rev_n=np.zeros(n_s, np.int32),
-        pool_next=np.full(n_s, -1, np.int32),
-        pool_prev=np.full(n_s, -1, np.int32),
-        in_pool=np.zeros(n_s, np.uint8),
-        fwd_int=np.zeros((rows, words), np.uint64),
-        fwd_fr=np.zeros((rows, words), np.uint64),
-        rev_int=np.zeros((rows, words), np.uint64),
-        rev_fr=np.zeros((rows, words), np.uint64),
-        fwd_comp=np.zeros(n_s, np.int64),
-        rev_comp=np.zeros(n_s, np.int64),
-        s_node=np.full(n_s, -1, np.int64),
-        stack=np.zeros(n_s + 1, np.int32),
+        sv=sv,
+        defined=np.zeros(n_t, np.uint8),
+        bits=np.zeros(shape, np.uint64),
+        scratch=np.zeros(2 * n_s + 2, np.int64),
     )
 
 
 # ---------------------------------------------------------------- pool (insertion-ordered set)
 
 
-@njit(cache=True, inline="always")
-def pool_add(st: State, s: int, size: int) -> None:
-    if st.in_pool[s]:
+@njit(cache=True)
+def pool_add(g: np.ndarray, sv: np.ndarray, s: int, size: int) -> None:
+    if sv[IN_POOL, s]:
         return
-    tail = st.g[POOL_TAIL]
-    st.pool_prev[s], st.pool_next[s] = tail, -1
+    tail = g[POOL_TAIL]
+    sv[PREV, s], sv[NEXT, s] = tail, -1
     if tail >= 0:
-        st.pool_next[tail] = s
+        sv[NEXT, tail] = s
     else:
-        st.g[POOL_HEAD] = s
-    st.g[POOL_TAIL] = s
-    st.in_pool[s] = 1
-    st.g[POOL_BYTES] += size
+        g[POOL_HEAD] = s
+    g[POOL_TAIL] = s
+    sv[IN_POOL, s] = 1
+    g[POOL_BYTES] += size
 
 
-@njit(cache=True, inline="always")
-def pool_remove(st: State, s: int, size: int) -> None:
-    if not st.in_pool[s]:
+@njit(cache=True)
+def pool_remove(g: np.ndarray, sv: np.ndarray, s: int, size: int) -> None:
+    if not sv[IN_POOL, s]:
         return
-    prev, nxt = st.pool_prev[s], st.pool_next[s]
+    prev, nxt = sv[PREV, s], sv[NEXT, s]
     if prev >= 0:
-        st.pool_next[prev] = nxt
+        sv[NEXT, prev] = nxt
     else:
-        st.g[POOL_HEAD] = nxt
+        g[POOL_HEAD] = nxt
     if nxt >= 0:
-        st.pool_prev[nxt] = prev
+        sv[PREV, nxt] = prev
     else:
-        st.g[POOL_TAIL] = prev
-    st.in_pool[s] = 0
-    st.g[POOL_BYTES] -= size
+        g[POOL_TAIL] = prev
+    sv[IN_POOL, s] = 0
+    g[POOL_BYTES] -= size
 
 
-@njit(cache=True, inline="always")
-def lock(L: Layout, st: State, s: int) -> None:
-    if st.s_ref_int[s] == 0:
-        pool_remove(st, s, L.s_size[s])
-    st.s_ref_int[s] += 1
+@njit(cache=True)
+def lock(g: np.ndarray, sv: np.ndarray, stor: np.ndarray, s: int) -> None:
+    if sv[REF_INT, s] == 0:
+        pool_remove(g, sv, s, stor[S_SIZE, s])
+    sv[REF_INT, s] += 1
 
 
-@njit(cache=True, inline="always")
-def unlock(L: Layout, st: State, s: int) -> None:
-    st.s_ref_int[s] -= 1
-    if st.s_ref_int[s] == 0:
-        pool_add(st, s, L.s_size[s])
+@njit(cache=True)
+def unlock(g: np.ndarray, sv: np.ndarray, stor: np.ndarray, s: int) -> None:
+    sv[REF_INT, s] -= 1
+    if sv[REF_INT, s] == 0:
+        pool_add(g, sv, s, stor[S_SIZE, s])
 
 
 # ---------------------------------------------------------------- bitsets
-
-
-@njit(cache=True, inline="always")
-def _has(bits: np.ndarray, row: int, i: int) -> bool:
-    return (bits[row, i >> 6] >> np.uint64(i & 63)) & _U1 != 0
-
-
-@njit(cache=True, inline="always")
-def _set(bits: np.ndarray, row: int, i: int) -> None:
-    bits[row, i >> 6] |= _U1 << np.uint64(i & 63)
-
-
-@njit(cache=True, inline="always")
-def _clear(bits: np.ndarray, row: int, i: int) -> None:
-    bits[row, i >> 6] &= ~(_U1 << np.uint64(i & 63))
-
 
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _DEBRUIJN_SHIFT = np.uint64(58)
@@ -176,12 +144,22 @@ def _low_bit(word: np.uint64) -> int:
     return _DEBRUIJN_INDEX[((word & (~word + _U1)) * _DEBRUIJN) >> _DEBRUIJN_SHIFT]
 
 
+@njit(cache=True, inline="always")
+def _has(bits: np.ndarray, plane: int, row: int, i: int) -> bool:
+    return (bits[plane, row, i >> 6] >> np.uint64(i & 63)) & _U1 != 0
+
+
+@njit(cache=True, inline="always")
+def _set(bits: np.ndarray, plane: int, row: int, i: int) -> None:
+    bits[plane, row, i >> 6] |= _U1 << np.uint64(i & 63)
+
+
 @njit(cache=True)
-def members(bits: np.ndarray, row: int, out: np.ndarray) -> int:
+def members(bits: np.ndarray, plane: int, row: int, out: np.ndarray) -> int:
     """Write the set bits of one row into `out`, ascending; return how many."""
     n = 0
-    for w in range(bits.shape[1]):
-        word = bits[row, w]
+    for w in range(bits.shape[2]):
+        word = bits[plane, row, w]
         while word:
             out[n] = w * 64 + _low_bit(word)
             n += 1
@@ -193,84 +171,75 @@ def members(bits: np.ndarray, row: int, out: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def _search(base, ptr, nbrs, visible, material, s_compute, interior, frontier, stack) -> int:
-    """Depth-first search through evicted storages; returns the compute of those reached."""
+def rebuild(base, forward, sv, stor, flat, bits, stack) -> None:
+    """Recompute base's region from scratch: evicted storages reachable until material ones."""
+    interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
+    ptr, visible = (S_FWD, N_FWD) if forward else (S_REV, N_REV)
+    bits[interior, base, :] = 0
+    bits[frontier, base, :] = 0
     compute = 0
     stack[0] = base
     top = 1
     while top:
         top -= 1
         s = stack[top]
-        for j in range(ptr[s], ptr[s] + visible[s]):
-            u = nbrs[j]
-            if material[u]:
+        for j in range(stor[ptr, s], stor[ptr, s] + sv[visible, s]):
+            u = flat[j]
+            if sv[MATERIAL, u]:
                 if u != base:
-                    _set(frontier, base, u)
-            elif not _has(interior, base, u):
-                compute += s_compute[u]
-                _set(interior, base, u)
+                    _set(bits, frontier, base, u)
+            elif not _has(bits, interior, base, u):
+                compute += sv[COMPUTE, u]
+                _set(bits, interior, base, u)
                 stack[top] = u
                 top += 1
-    return compute
+    sv[FWD_C if forward else REV_C, base] = compute
 
 
 @njit(cache=True)
-def rebuild(L: Layout, st: State, base: int, forward: bool) -> None:
-    """Recompute base's region from scratch: evicted storages reachable until material ones."""
-    interior = st.fwd_int if forward else st.rev_int
-    frontier = st.fwd_fr if forward else st.rev_fr
-    interior[base, :] = 0
-    frontier[base, :] = 0
-    if forward:
-        compute = _search(
-            base,
-            L.fwd_ptr,
-            L.fwd_list,
-            st.fwd_n,
-            st.s_material,
-            st.s_compute,
-            st.fwd_int,
-            st.fwd_fr,
-            st.stack,
-        )
-    else:
-        compute = _search(
-            base,
-            L.rev_ptr,
-            L.rev_list,
-            st.rev_n,
-            st.s_material,
-            st.s_compute,
-            st.rev_int,
-            st.rev_fr,
-            st.stack,
-        )
-    if forward:
-        st.fwd_comp[base] = compute
-    else:
-        st.rev_comp[base] = compute
-
-
-@njit(cache=True)
-def absorb(st: State, p: int, s: int, forward: bool) -> None:
+def absorb(p: int, s: int, forward: bool, sv: np.ndarray, bits: np.ndarray) -> None:
     """p's region takes in just-evicted s (on its frontier) together with s's own region."""
-    interior = st.fwd_int if forward else st.rev_int
-    frontier = st.fwd_fr if forward else st.rev_fr
-    _clear(frontier, p, s)
+    interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
+    bits[frontier, p, s >> 6] &= ~(_U1 << np.uint64(s & 63))
     added = 0
-    for w in range(interior.shape[1]):
-        frontier[p, w] |= frontier[s, w]
-        fresh = interior[s, w] & ~interior[p, w]
+    for w in range(bits.shape[2]):
+        bits[frontier, p, w] |= bits[frontier, s, w]
+        fresh = bits[interior, s, w] & ~bits[interior, p, w]
         if w == s >> 6:
             fresh |= _U1 << np.uint64(s & 63)  # s joins the interior, counted even if present
-        interior[p, w] |= fresh
+        bits[interior, p, w] |= fresh
         while fresh:
-            added += st.s_compute[w * 64 + _low_bit(fresh)]
+            added += sv[COMPUTE, w * 64 + _low_bit(fresh)]
             fresh &= fresh - _U1
-    if forward:
-        st.fwd_comp[p] += added
-    else:
-        st.rev_comp[p] += added
+    sv[FWD_C if forward else REV_C, p] += added
+
+
+@njit(cache=True)
+def _rebuild_unpinned(bases, forward, sv, stor, flat, bits, stack) -> None:
+    """Rebuild the listed regions. A pinned storage is never scored, evicted or freed, so its
+    regions are never read: simrd maintains them, skipping them changes no decision."""
+    for w in range(len(bases)):
+        word = bases[w]
+        while word:
+            base = w * 64 + _low_bit(word)
+            if not sv[PINNED, base]:
+                rebuild(base, forward, sv, stor, flat, bits, stack)
+            word &= word - _U1
+
+
+@njit(cache=True)
+def _rebuild_around(fresh, n_fresh, sv, stor, flat, bits, stack) -> None:
+    """Rebuild the regions of new material storages and of the regions that bordered them."""
+    affected = np.zeros(bits.shape[2], np.uint64)
+    affected_rev = np.zeros(bits.shape[2], np.uint64)
+    for i in range(n_fresh):
+        s = fresh[i]
+        rebuild(s, True, sv, stor, flat, bits, stack)
+        rebuild(s, False, sv, stor, flat, bits, stack)
+        affected |= bits[REV_FR, s, :]
+        affected_rev |= bits[FWD_FR, s, :]
+    _rebuild_unpinned(affected, True, sv, stor, flat, bits, stack)
+    _rebuild_unpinned(affected_rev, False, sv, stor, flat, bits, stack)
 
 
 # ---------------------------------------------------------------- equivalence classes
@@ -287,41 +256,45 @@ def find(parent: np.ndarray, node: int) -> int:
 
 
 @njit(cache=True)
-def evicted_neighbour_storages(L: Layout, st: State, s: int, out: np.ndarray) -> int:
-    """Evicted storages adjacent to s through a parent or child tensor (repeats possible)."""
+def evicted_neighbours(s: int, sv: np.ndarray, stor: np.ndarray, flat, out: np.ndarray) -> int:
+    """Storages adjacent to s through a parent or child tensor that are not material."""
     n = 0
-    for j in range(L.rev_ptr[s], L.rev_ptr[s] + st.rev_n[s]):
-        if not st.s_material[L.rev_list[j]]:
-            out[n] = L.rev_list[j]
-            n += 1
-    for j in range(L.fwd_ptr[s], L.fwd_ptr[s] + st.fwd_n[s]):
-        if not st.s_material[L.fwd_list[j]]:
-            out[n] = L.fwd_list[j]
-            n += 1
+    for ptr, visible in ((S_REV, N_REV), (S_FWD, N_FWD)):
+        for j in range(stor[ptr, s], stor[ptr, s] + sv[visible, s]):
+            if not sv[MATERIAL, flat[j]]:
+                out[n] = flat[j]
+                n += 1
     return n
 
 
 @njit(cache=True)
-def class_compute(L: Layout, st: State, s: int, uf_parent: np.ndarray, uf_value: np.ndarray) -> int:
+def class_compute(s, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
     """s's compute plus the value of each distinct class among its evicted neighbours."""
-    n = evicted_neighbour_storages(L, st, s, st.stack)
-    total = st.s_compute[s]
+    n = evicted_neighbours(s, sv, stor, flat, scratch)
+    total = sv[COMPUTE, s]
     for i in range(n):
-        st.stack[i] = find(uf_parent, st.s_node[st.stack[i]])
+        scratch[i] = find(uf_parent, sv[NODE, scratch[i]])
         seen = False
         for j in range(i):
-            if st.stack[j] == st.stack[i]:
+            if scratch[j] == scratch[i]:
                 seen = True
                 break
         if not seen:
-            total += uf_value[st.stack[i]]
+            total += uf_value[scratch[i]]
     return total
 
 
+@njit(cache=True, inline="always")
+def _new_class(s: int, value: int, g: np.ndarray, sv: np.ndarray, uf_parent, uf_value) -> int:
+    node = g[N_NODES]
+    g[N_NODES] += 1
+    uf_parent[node] = node
+    uf_value[node] = value
+    sv[NODE, s] = node
+    return node
+
+
 # ---------------------------------------------------------------- scores and choice
-#
-# The scan loops take plain arrays: passing the Layout or State tuples inside a loop makes
-# Numba reference-count every array they hold at each step.
 
 
 @njit(cache=True, inline="always")
@@ -330,172 +303,135 @@ def _over_size_staleness(numerator: int, size: int, staleness: int) -> float:
 
 
 @njit(cache=True, inline="always")
-def score(policy, s, clock, e_star_extra, size, compute, fwd_comp, rev_comp, last_access) -> float:
-    """The cost simrd's heuristic `policy` gives storage s (`e_star_extra`: class values)."""
-    staleness = clock - last_access[s]
+def score(policy: int, s: int, clock: int, class_value: int, sv, stor) -> float:
+    """The cost simrd's heuristic `policy` gives storage s (`class_value`: DTREqClass's e*)."""
+    size = stor[S_SIZE, s]
+    staleness = clock - sv[LAST, s]
     if policy == DTR:
-        return _over_size_staleness(compute[s] + fwd_comp[s] + rev_comp[s], size[s], staleness)
+        e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
+        return _over_size_staleness(e_star, size, staleness)
     if policy == DTR_EQCLASS:
-        return _over_size_staleness(compute[s] + e_star_extra, size[s], staleness)
+        return _over_size_staleness(class_value, size, staleness)
     if policy == DTR_LOCAL:
-        return _over_size_staleness(compute[s], size[s], staleness)
+        return _over_size_staleness(sv[COMPUTE, s], size, staleness)
     if policy == MSPS:
-        return divide(compute[s] + rev_comp[s], size[s]) if size[s] > 0 else math.inf
+        return divide(sv[COMPUTE, s] + sv[REV_C, s], size) if size > 0 else math.inf
     if policy == LRU:
-        return float(last_access[s])
+        return float(sv[LAST, s])
     # LARGEST_STORAGE
-    return 1.0 / size[s] if size[s] > 0 else math.inf
-
-
-@njit(cache=True)
-def choose(L: Layout, st: State, policy: int, uf_parent, uf_value) -> int:
-    """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero.
-
-    Each policy gets its own inlined copy of the scan, so the score branch folds away.
-    """
-    if policy == DTR:
-        return _scan(L, st, DTR, uf_parent, uf_value)
-    if policy == DTR_EQCLASS:
-        return _scan(L, st, DTR_EQCLASS, uf_parent, uf_value)
-    if policy == DTR_LOCAL:
-        return _scan(L, st, DTR_LOCAL, uf_parent, uf_value)
-    if policy == MSPS:
-        return _scan(L, st, MSPS, uf_parent, uf_value)
-    if policy == LRU:
-        return _scan(L, st, LRU, uf_parent, uf_value)
-    return _scan(L, st, LARGEST_STORAGE, uf_parent, uf_value)
+    return 1.0 / size if size > 0 else math.inf
 
 
 @njit(cache=True, inline="always")
-def _scan(L: Layout, st: State, policy: int, uf_parent, uf_value) -> int:
-    g, pool_next, size, compute = st.g, st.pool_next, L.s_size, st.s_compute
-    fwd_comp, rev_comp, last_access = st.fwd_comp, st.rev_comp, st.s_last_access
+def _scan(policy, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+    """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero."""
     best, best_s = math.inf, -1
     s = g[POOL_HEAD]
     clock = g[CLOCK]
     while s >= 0:
         g[EVALS] += 1
-        extra = 0
+        class_value = 0
         if policy == DTR_EQCLASS:
-            extra = class_compute(L, st, s, uf_parent, uf_value) - compute[s]
-        cost = score(policy, s, clock, extra, size, compute, fwd_comp, rev_comp, last_access)
+            class_value = class_compute(s, sv, stor, flat, scratch, uf_parent, uf_value)
+        cost = score(policy, s, clock, class_value, sv, stor)
         if cost <= best:
             best, best_s = cost, s
         if cost == 0:
             break
-        s = pool_next[s]
+        s = sv[NEXT, s]
     return best_s
+
+
+@njit(cache=True)
+def choose(policy, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+    """The storage `policy` evicts; each policy gets its own inlined scan, its branch folded."""
+    if policy == DTR:
+        return _scan(DTR, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == DTR_EQCLASS:
+        return _scan(DTR_EQCLASS, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == DTR_LOCAL:
+        return _scan(DTR_LOCAL, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == MSPS:
+        return _scan(MSPS, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == LRU:
+        return _scan(LRU, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    return _scan(LARGEST_STORAGE, g, sv, stor, flat, scratch, uf_parent, uf_value)
 
 
 # ---------------------------------------------------------------- evict and compute
 
 
 @njit(cache=True)
-def evict(L: Layout, st: State, s: int, regions: bool, eqclass: bool, uf_parent, uf_value) -> None:
-    st.s_material[s] = 0
-    st.g[MEM] -= L.s_size[s]
-    pool_remove(st, s, L.s_size[s])
-    for k in range(L.st_ptr[s], L.st_ptr[s] + st.st_n[s]):
-        st.t_defined[L.st_list[k]] = 0
+def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_parent, uf_value):
+    """simrd's RuntimeV2Optimized._evict: free s, grow the regions and classes around it."""
+    sv[MATERIAL, s] = 0
+    g[MEM] -= stor[S_SIZE, s]
+    pool_remove(g, sv, s, stor[S_SIZE, s])
+    for k in range(stor[S_TENSORS, s], stor[S_TENSORS, s] + sv[N_TENSORS, s]):
+        defined[flat[k]] = 0
     if regions:
-        stack = st.stack
         # Regions bordering s take it in (pinned ones are never read, see _rebuild_unpinned).
-        n = members(st.rev_fr, s, stack)
-        for i in range(n):
-            if not st.s_pinned[stack[i]]:
-                absorb(st, stack[i], s, True)
-        n = members(st.fwd_fr, s, stack)
-        for i in range(n):
-            if not st.s_pinned[stack[i]]:
-                absorb(st, stack[i], s, False)
-        st.fwd_int[s, :] = 0
-        st.fwd_fr[s, :] = 0
-        st.rev_int[s, :] = 0
-        st.rev_fr[s, :] = 0
-        st.fwd_comp[s] = 0
-        st.rev_comp[s] = 0
+        for plane, forward in ((REV_FR, True), (FWD_FR, False)):
+            n = members(bits, plane, s, scratch)
+            for i in range(n):
+                if not sv[PINNED, scratch[i]]:
+                    absorb(scratch[i], s, forward, sv, bits)
+        bits[:, s, :] = 0
+        sv[FWD_C, s] = 0
+        sv[REV_C, s] = 0
     if eqclass:
         # A new class for s, merged with the classes of its evicted neighbours.
-        node = _new_class(st, (uf_parent, uf_value), s, st.s_compute[s])
-        n = evicted_neighbour_storages(L, st, s, st.stack)
+        node = _new_class(s, sv[COMPUTE, s], g, sv, uf_parent, uf_value)
+        n = evicted_neighbours(s, sv, stor, flat, scratch)
         for i in range(n):
-            other = find(uf_parent, st.s_node[st.stack[i]])
+            other = find(uf_parent, sv[NODE, scratch[i]])
             if other != node:
                 uf_parent[other] = node
                 uf_value[node] += uf_value[other]
 
 
 @njit(cache=True)
-def compute(L: Layout, st: State, t: int, remat: bool, regions: bool, uf_parent, uf_value) -> None:
+def compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scratch, uf):
     """Run t's operator: simrd's RuntimeV2Optimized._compute."""
-    op = L.t_op[t]
-    first, last = L.op_out_ptr[op], L.op_out_ptr[op + 1]
+    op = tens[T_OP, t]
+    first, last = ops[OP_OUT, op], ops[OP_OUT, op + 1]
     # Storages that become material, in simrd's order: siblings by index, then t itself.
-    fresh = np.empty(last - first, np.int32)
+    fresh = np.empty(last - first, np.int64)
     n_fresh = 0
     dup_bytes = 0
     for u in range(first, last):
         if u == t:
             continue
-        if st.t_defined[u]:
-            dup_bytes += L.t_size[u]
-        if not st.s_material[L.t_storage[u]]:
-            fresh[n_fresh] = L.t_storage[u]
+        if defined[u]:
+            dup_bytes += tens[T_SIZE, u]
+        if not sv[MATERIAL, tens[T_STORAGE, u]]:
+            fresh[n_fresh] = tens[T_STORAGE, u]
             n_fresh += 1
-    if not st.s_material[L.t_storage[t]]:
-        fresh[n_fresh] = L.t_storage[t]
+    if not sv[MATERIAL, tens[T_STORAGE, t]]:
+        fresh[n_fresh] = tens[T_STORAGE, t]
         n_fresh += 1
-    cost = L.op_cost[op]
-    st.g[CLOCK] += cost
-    st.g[MEM] += L.op_total[op]
-    st.g[PEAK] = max(st.g[PEAK], st.g[MEM])
-    st.g[REMAT_C if remat else MODEL_C] += cost
+    cost = ops[OP_COST, op]
+    g[CLOCK] += cost
+    g[MEM] += ops[OP_TOTAL, op]
+    g[PEAK] = max(g[PEAK], g[MEM])
+    g[REMAT_C if remat else MODEL_C] += cost
     if remat:
-        st.g[REMATS] += 1
+        g[REMATS] += 1
     for u in range(first, last):
-        if u == t or not st.t_defined[u]:
-            st.s_material[L.t_storage[u]] = 1
-            st.t_defined[u] = 1
-    st.g[MEM] -= dup_bytes
+        if u == t or not defined[u]:
+            sv[MATERIAL, tens[T_STORAGE, u]] = 1
+            defined[u] = 1
+    g[MEM] -= dup_bytes
     for i in range(n_fresh):
-        pool_add(st, fresh[i], L.s_size[fresh[i]])
+        pool_add(g, sv, fresh[i], stor[S_SIZE, fresh[i]])
     if regions:
-        _rebuild_around(L, st, fresh, n_fresh)
+        _rebuild_around(fresh, n_fresh, sv, stor, flat, bits, scratch)
     for i in range(n_fresh):
         # A computed storage leaves its class's value, not the class.
-        node = st.s_node[fresh[i]]
+        node = sv[NODE, fresh[i]]
         if node >= 0:
-            uf_value[find(uf_parent, node)] -= st.s_compute[fresh[i]]
-            st.s_node[fresh[i]] = -1
-
-
-@njit(cache=True)
-def _rebuild_around(L: Layout, st: State, fresh: np.ndarray, n_fresh: int) -> None:
-    """Rebuild the regions of new material storages and of the regions that bordered them."""
-    words = st.fwd_fr.shape[1]
-    affected = np.zeros(words, np.uint64)
-    affected_rev = np.zeros(words, np.uint64)
-    for i in range(n_fresh):
-        s = fresh[i]
-        rebuild(L, st, s, True)
-        rebuild(L, st, s, False)
-        affected |= st.rev_fr[s, :]
-        affected_rev |= st.fwd_fr[s, :]
-    _rebuild_unpinned(L, st, affected, True)
-    _rebuild_unpinned(L, st, affected_rev, False)
-
-
-@njit(cache=True)
-def _rebuild_unpinned(L: Layout, st: State, bases: np.ndarray, forward: bool) -> None:
-    """Rebuild the listed regions. A pinned storage is never scored, evicted or freed, so its
-    regions are never read: simrd maintains them, skipping them changes no decision."""
-    for w in range(len(bases)):
-        word = bases[w]
-        while word:
-            base = w * 64 + _low_bit(word)
-            if not st.s_pinned[base]:
-                rebuild(L, st, base, forward)
-            word &= word - _U1
+            uf[1][find(uf[0], node)] -= sv[COMPUTE, fresh[i]]
+            sv[NODE, fresh[i]] = -1
 
 
 # ---------------------------------------------------------------- the replay
@@ -510,218 +446,188 @@ def _grown(a: np.ndarray, need: int) -> np.ndarray:
     return b
 
 
-@njit(cache=True, inline="always")
-def _sample_pinned(st: State) -> None:
-    pinned = st.g[MEM] - st.g[POOL_BYTES]
-    if pinned > st.g[PEAK_PINNED]:
-        st.g[PEAK_PINNED] = pinned
-        st.g[PEAK_PINNED_DEPTH] = st.g[DEPTH]
+@njit(cache=True)
+def _sample_pinned(g: np.ndarray) -> None:
+    pinned = g[MEM] - g[POOL_BYTES]
+    if pinned > g[PEAK_PINNED]:
+        g[PEAK_PINNED] = pinned
+        g[PEAK_PINNED_DEPTH] = g[DEPTH]
 
 
 @njit(cache=True)
-def _fail(st: State, op: int, request: int, budget: int) -> None:
-    st.g[FAIL_OP] = op
-    st.g[FAIL_REQ] = request
-    st.g[FAIL_PINNED] = st.g[MEM] - st.g[POOL_BYTES]
-    st.g[FAIL_DEPTH] = st.g[DEPTH]
-    st.g[FAIL_OVER] = st.g[MEM] + request - budget
+def _fail(g: np.ndarray, op: int, request: int, over: int) -> None:
+    g[FAIL_OP] = op
+    g[FAIL_REQ] = request
+    g[FAIL_PINNED] = g[MEM] - g[POOL_BYTES]
+    g[FAIL_DEPTH] = g[DEPTH]
+    g[FAIL_OVER] = over
 
 
-@njit(cache=True, inline="always")
-def _fits(st: State, request: int, budget: int) -> bool:
+@njit(cache=True)
+def _fits(g: np.ndarray, request: int, budget: int) -> bool:
     """simrd's `memory + request > budget` test, narrowing the certified budget interval."""
-    need = st.g[MEM] + request
+    need = g[MEM] + request
     if need > budget:
-        st.g[HI] = min(st.g[HI], need - 1)
+        g[HI] = min(g[HI], need - 1)
         return False
-    st.g[LO] = max(st.g[LO], need)
+    g[LO] = max(g[LO], need)
     return True
 
 
-@njit(cache=True, inline="always")
-def _enter(st: State, frames: np.ndarray, top: int, t: int, remat: bool) -> int:
+@njit(cache=True)
+def _enter(g: np.ndarray, frames: np.ndarray, top: int, t: int, remat: bool) -> int:
     frames[top, 0], frames[top, 1], frames[top, 2] = t, remat, 0
     if remat:
-        st.g[DEPTH] += 1
-        st.g[MAX_DEPTH] = max(st.g[MAX_DEPTH], st.g[DEPTH])
+        g[DEPTH] += 1
+        g[MAX_DEPTH] = max(g[MAX_DEPTH], g[DEPTH])
     return top + 1
 
 
 @njit(cache=True)
-def materialize(
-    L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass, frames, snap, log, uf
-):
+def _room_for_class(uf, g: np.ndarray, eqclass: bool, more: int):
+    """Classes take one union-find node per new storage and per eviction; grow on demand."""
+    if not eqclass:
+        return uf
+    need = g[N_NODES] + more
+    return _grown(uf[0], need), _grown(uf[1], need)
+
+
+@njit(cache=True)
+def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass, work, uf):
     """simrd's _materialize as an explicit stack machine (no recursion limit).
 
-    Frame columns: tensor, remat flag, phase, first and end index of its snapshot of undefined
-    parents in `snap`, position in that snapshot. Returns (status, log, uf) with the arrays
-    possibly reallocated.
+    `work` = (frames, snap, log). Frame columns: tensor, remat flag, phase, first and end
+    index of its snapshot of undefined parents in `snap`, position in that snapshot.
+    Returns (status, log, uf), the last two possibly reallocated.
     """
-    top = _enter(st, frames, 0, t0, remat0)
+    ops, tens, stor, flat = L.ops, L.tens, L.stor, L.flat
+    g, sv, defined, bits, scratch = st
+    frames, snap, log = work
+    top = _enter(g, frames, 0, t0, remat0)
     snap_top = 0
     while top:
         k = top - 1
         t, phase = frames[k, 0], frames[k, 2]
-        op = L.t_op[t]
-        a0, a1 = L.op_arg_ptr[op], L.op_arg_ptr[op + 1]
+        op = tens[T_OP, t]
+        a0, a1 = ops[OP_ARGS, op], ops[OP_ARGS, op + 1]
         if phase == 0:
             for j in range(a0, a1):
-                st.s_last_access[L.t_storage[L.op_args[j]]] = st.g[CLOCK]
+                sv[LAST, tens[T_STORAGE, flat[j]]] = g[CLOCK]
             for j in range(a0, a1):
-                if st.t_defined[L.op_args[j]]:
-                    lock(L, st, L.t_storage[L.op_args[j]])
+                if defined[flat[j]]:
+                    lock(g, sv, stor, tens[T_STORAGE, flat[j]])
             frames[k, 3] = snap_top
             for j in range(a0, a1):
-                if not st.t_defined[L.op_args[j]]:
-                    snap[snap_top] = L.op_args[j]
+                if not defined[flat[j]]:
+                    snap[snap_top] = flat[j]
                     snap_top += 1
             frames[k, 4], frames[k, 5], frames[k, 2] = snap_top, frames[k, 3], 1
         elif phase == 1:
             pos = frames[k, 5]
             if pos == frames[k, 4]:
                 frames[k, 2] = 3
-            elif st.t_defined[snap[pos]]:
-                lock(L, st, L.t_storage[snap[pos]])
+            elif defined[snap[pos]]:
+                lock(g, sv, stor, tens[T_STORAGE, snap[pos]])
                 frames[k, 5] = pos + 1
             else:
                 frames[k, 2] = 2
-                top = _enter(st, frames, top, snap[pos], True)
+                top = _enter(g, frames, top, snap[pos], True)
         elif phase == 2:
-            lock(L, st, L.t_storage[snap[frames[k, 5]]])
+            lock(g, sv, stor, tens[T_STORAGE, snap[frames[k, 5]]])
             frames[k, 5] += 1
             frames[k, 2] = 1
         else:
-            request = L.op_total[op]
-            _sample_pinned(st)
-            while not _fits(st, request, budget):
-                if st.g[POOL_HEAD] < 0:
-                    _fail(st, op, request, budget)
+            request = ops[OP_TOTAL, op]
+            _sample_pinned(g)
+            while not _fits(g, request, budget):
+                if g[POOL_HEAD] < 0:
+                    _fail(g, op, request, g[MEM] + request - budget)
                     return OOM, log, uf
-                victim = choose(L, st, policy, uf[0], uf[1])
-                log = _grown(log, st.g[N_EVICTED] + 1)
-                log[st.g[N_EVICTED]] = victim
-                st.g[N_EVICTED] += 1
-                st.g[EVICTIONS] += 1
-                uf = _room_for_class(uf, st, eqclass, 1)
-                evict(L, st, victim, regions, eqclass, uf[0], uf[1])
-            compute(L, st, t, frames[k, 1] != 0, regions, uf[0], uf[1])
+                victim = choose(policy, g, sv, stor, flat, scratch, uf[0], uf[1])
+                log = _grown(log, g[N_EVICTED] + 1)
+                log[g[N_EVICTED]] = victim
+                g[N_EVICTED] += 1
+                g[EVICTIONS] += 1
+                uf = _room_for_class(uf, g, eqclass, 1)
+                evict(victim, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, *uf)
+            remat = frames[k, 1] != 0
+            compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scratch, uf)
             for j in range(a0, a1):
-                unlock(L, st, L.t_storage[L.op_args[j]])
-            if st.g[REMAT_C] > remat_limit:
-                _fail(st, op, request, budget)
-                st.g[FAIL_OVER] = st.g[MEM] - budget
+                unlock(g, sv, stor, tens[T_STORAGE, flat[j]])
+            if g[REMAT_C] > remat_limit:
+                _fail(g, op, request, g[MEM] - budget)
                 return THRASHED, log, uf
             top -= 1
             snap_top = frames[k, 3]
             if frames[k, 1]:
-                st.g[DEPTH] -= 1
+                g[DEPTH] -= 1
     return RUNNING, log, uf
 
 
-@njit(cache=True, inline="always")
-def _room_for_class(uf, st: State, eqclass: bool, more: int):
-    """Classes take one union-find node per new storage and per eviction; grow on demand."""
-    if not eqclass:
-        return uf
-    need = st.g[N_NODES] + more
-    return _grown(uf[0], need), _grown(uf[1], need)
-
-
-@njit(cache=True, inline="always")
-def _new_class(st: State, uf, s: int, value: int) -> int:
-    node = st.g[N_NODES]
-    st.g[N_NODES] += 1
-    uf[0][node] = node
-    uf[1][node] = value
-    st.s_node[s] = node
-    return node
-
-
 @njit(cache=True)
-def _create_outputs(L: Layout, st: State, op: int, eqclass: bool, uf) -> None:
+def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
     """Register op's outputs on their storages and as neighbours of its arguments' storages.
 
     Under classes, a new storage starts in a class of its own with value 0: until computed it
     counts as an evicted neighbour, as in simrd, and its first computation debits that class.
     """
-    first, last = L.op_out_ptr[op], L.op_out_ptr[op + 1]
-    for t in range(first, last):
-        s = L.t_storage[t]
-        if eqclass and st.st_n[s] == 0:
-            _new_class(st, uf, s, 0)
-        st.st_n[s] += 1
-        st.s_compute[s] += L.t_compute_gain[t]
-        st.s_ref_ext[s] += 1
-    for j in range(L.op_fwd_ptr[op], L.op_fwd_ptr[op + 1]):
-        st.fwd_n[L.op_fwd[j]] += 1
-    for j in range(L.op_rev_ptr[op], L.op_rev_ptr[op + 1]):
-        st.rev_n[L.op_rev[j]] += 1
+    for t in range(ops[OP_OUT, op], ops[OP_OUT, op + 1]):
+        s = tens[T_STORAGE, t]
+        if eqclass and sv[N_TENSORS, s] == 0:
+            _new_class(s, 0, g, sv, uf[0], uf[1])
+        sv[N_TENSORS, s] += 1
+        sv[COMPUTE, s] += tens[T_GAIN, t]
+        sv[REF_EXT, s] += 1
+    for j in range(ops[OP_FWD_GROWTH, op], ops[OP_FWD_GROWTH, op + 1]):
+        sv[N_FWD, flat[j]] += 1
+    for j in range(ops[OP_REV_GROWTH, op], ops[OP_REV_GROWTH, op + 1]):
+        sv[N_REV, flat[j]] += 1
 
 
 @njit(cache=True)
-def replay(
-    L: Layout, st: State, budget: int, policy: int, remat_limit: float, regions: bool, eqclass: bool
-):
+def replay(L: Layout, st: State, budget, policy, remat_limit, regions, eqclass):
     """Replay the whole schedule; returns (status, eviction log) with counters in st.g."""
-    frames = np.zeros((len(L.t_op) + 1, 6), np.int64)
-    snap = np.zeros(len(L.op_args) + 1, np.int32)
-    log = np.zeros(1024, np.int32)
-    n_nodes = 2 * len(L.s_size) + 16 if eqclass else 1
+    ops, tens, stor, flat, cmds = L
+    g, sv, defined, bits, scratch = st
+    work = (
+        np.zeros((tens.shape[1] + 1, 6), np.int64),
+        np.zeros(len(flat) + 1, np.int64),
+        np.zeros(1024, np.int64),
+    )
+    n_nodes = 2 * sv.shape[1] + 16 if eqclass else 1
     uf = (np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64))
-    for i in range(len(L.cmd_kind)):
-        kind, arg = L.cmd_kind[i], L.cmd_arg[i]
-        status = RUNNING
-        if kind == 0:  # COMPUTE
-            first, last = L.op_out_ptr[arg], L.op_out_ptr[arg + 1]
-            uf = _room_for_class(uf, st, eqclass, last - first)
-            _create_outputs(L, st, arg, eqclass, uf)
+    status = RUNNING
+    for i in range(cmds.shape[1]):
+        kind, arg = cmds[0, i], cmds[1, i]
+        if kind == COMPUTE_CMD:
+            first, last = ops[OP_OUT, arg], ops[OP_OUT, arg + 1]
+            uf = _room_for_class(uf, g, eqclass, last - first)
+            _create_outputs(arg, eqclass, g, sv, ops, tens, flat, uf)
             status, log, uf = materialize(
-                L,
-                st,
-                first,
-                False,
-                budget,
-                policy,
-                remat_limit,
-                regions,
-                eqclass,
-                frames,
-                snap,
-                log,
-                uf,
+                L, st, first, False, budget, policy, remat_limit, regions, eqclass, work, uf
             )
+            work = (work[0], work[1], log)
             for t in range(first, last):
-                st.s_last_access[L.t_storage[t]] = st.g[CLOCK]
-        elif kind == 1:  # GET
-            st.s_ref_ext[L.t_storage[arg]] += 1
-        elif kind == 2:  # PIN
-            s = L.t_storage[arg]
-            if not st.t_defined[arg]:
+                sv[LAST, tens[T_STORAGE, t]] = g[CLOCK]
+        elif kind == GET_CMD:
+            sv[REF_EXT, tens[T_STORAGE, arg]] += 1
+        elif kind == PIN_CMD:
+            s = tens[T_STORAGE, arg]
+            if not defined[arg]:
                 status, log, uf = materialize(
-                    L,
-                    st,
-                    arg,
-                    True,
-                    budget,
-                    policy,
-                    remat_limit,
-                    regions,
-                    eqclass,
-                    frames,
-                    snap,
-                    log,
-                    uf,
+                    L, st, arg, True, budget, policy, remat_limit, regions, eqclass, work, uf
                 )
-            if status == RUNNING and not st.s_pinned[s]:
-                lock(L, st, s)
-                st.s_pinned[s] = 1
+                work = (work[0], work[1], log)
+            if status == RUNNING and not sv[PINNED, s]:
+                lock(g, sv, stor, s)
+                sv[PINNED, s] = 1
         else:  # RELEASE: the last reference gone, the storage is freed at once
-            s = L.t_storage[arg]
-            st.s_ref_ext[s] -= 1
-            if st.s_ref_ext[s] == 0 and st.s_material[s] and not st.s_pinned[s]:
-                uf = _room_for_class(uf, st, eqclass, 1)
-                evict(L, st, s, regions, eqclass, uf[0], uf[1])
-                st.g[EAGER] += 1
+            s = tens[T_STORAGE, arg]
+            sv[REF_EXT, s] -= 1
+            if sv[REF_EXT, s] == 0 and sv[MATERIAL, s] and not sv[PINNED, s]:
+                uf = _room_for_class(uf, g, eqclass, 1)
+                evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, *uf)
+                g[EAGER] += 1
         if status != RUNNING:
-            return status, log[: st.g[N_EVICTED]]
-    return DONE, log[: st.g[N_EVICTED]]
+            break
+    return status if status != RUNNING else DONE, work[2][: g[N_EVICTED]]

@@ -1,4 +1,9 @@
-"""Static graph arrays derived from a trace: storages, and tensors' storages and children."""
+"""Static graph arrays derived from a trace: storages, and tensors' storages and neighbours.
+
+Few, dense arrays on purpose: the compiled kernel pays a reference-count update per array
+each time it passes one to a function, so per-entity fields are rows of one 2-D array and
+every variable-length list lives in one flat array (`flat`) addressed by pointer rows.
+"""
 
 from __future__ import annotations
 
@@ -8,41 +13,21 @@ import numpy as np
 
 from simulator.trace import Trace
 
-Layout = namedtuple(
-    "Layout",
-    [
-        "op_cost",  # int64[ops]
-        "op_total",  # int64[ops]: bytes an operator allocates (sum of its outputs)
-        "op_out_ptr",  # int32[ops + 1]
-        "op_arg_ptr",  # int32[ops + 1]
-        "op_args",  # int32[args]
-        "t_op",  # int32[tensors]
-        "t_size",  # int64[tensors]
-        "t_storage",  # int32[tensors]
-        "t_compute_gain",  # int64[tensors]: cost its creation adds to its storage's compute
-        "s_root",  # int32[storages]: first tensor created on the storage
-        "s_size",  # int64[storages]
-        "st_ptr",  # int32[storages + 1]: tensors of a storage, in creation order
-        "st_list",  # int32
-        "fwd_ptr",  # int32[storages + 1]: storages holding a child of one of its tensors
-        "fwd_list",  # int32, in order of creation, each neighbour once, never itself
-        "rev_ptr",  # int32[storages + 1]: storages holding a parent of one of its tensors
-        "rev_list",  # int32, likewise
-        "op_fwd_ptr",  # int32[ops + 1]: storages whose forward list grows by one entry each,
-        "op_fwd",  # int32        when the operator is created (repeats: grows by more)
-        "op_rev_ptr",  # int32[ops + 1]: likewise for reverse lists
-        "op_rev",  # int32
-        "cmd_kind",  # int8[commands]
-        "cmd_arg",  # int32[commands]
-    ],
-)
+# ops[row, op], pointer rows have one more column: flat[ops[ROW, op] : ops[ROW, op + 1]]
+OP_COST, OP_TOTAL, OP_OUT, OP_ARGS, OP_FWD_GROWTH, OP_REV_GROWTH = range(6)
+# tens[row, tensor]
+T_OP, T_SIZE, T_STORAGE, T_GAIN = range(4)
+# stor[row, storage], pointer rows have one more column
+S_SIZE, S_ROOT, S_TENSORS, S_FWD, S_REV = range(5)
 
+Layout = namedtuple("Layout", ["ops", "tens", "stor", "flat", "cmds"])
+"""ops / tens / stor: int64 rows above; flat: int32 lists; cmds: int64[2, commands] kind, arg.
 
-def _csr(groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    ptr = np.zeros(len(groups) + 1, dtype=np.int32)
-    ptr[1:] = np.cumsum([len(g) for g in groups])
-    flat = [x for g in groups for x in g]
-    return ptr, np.array(flat, dtype=np.int32)
+Lists in `flat`: each operator's arguments (tensor ids, repeats kept); each storage's tensors
+in creation order; each storage's forward (children's storages) and reverse (parents'
+storages) neighbours, each once, never itself, in order of creation; and per operator the
+storages whose forward / reverse lists grow by one entry when it is created.
+"""
 
 
 def _link(adjacency: list[list[int]], grown: list[int], a: int, b: int) -> None:
@@ -52,12 +37,31 @@ def _link(adjacency: list[list[int]], grown: list[int], a: int, b: int) -> None:
         grown.append(a)
 
 
+class _Flat:
+    """Concatenates lists into one array and returns their pointer rows."""
+
+    def __init__(self) -> None:
+        self.parts: list[list[int]] = []
+        self.size = 0
+
+    def add(self, groups: list[list[int]]) -> np.ndarray:
+        ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(g) for g in groups])
+        ptr += self.size
+        for g in groups:
+            self.parts.append(g)
+        self.size = int(ptr[-1])
+        return ptr
+
+    def array(self) -> np.ndarray:
+        return np.array([x for g in self.parts for x in g], dtype=np.int32)
+
+
 def build_layout(trace: Trace) -> Layout:
     """Derive the arrays the replay kernel walks, each list in order of creation."""
     n_ops, n_tensors = trace.n_ops, trace.n_tensors
     out_ptr, arg_ptr, args = trace.op_out_ptr, trace.op_arg_ptr, trace.op_args
-    t_op = np.repeat(np.arange(n_ops, dtype=np.int32), np.diff(out_ptr))
-    t_storage = np.empty(n_tensors, dtype=np.int32)
+    t_storage = np.empty(n_tensors, dtype=np.int64)
     gain = np.zeros(n_tensors, dtype=np.int64)
     roots: list[int] = []
     members: list[list[int]] = []
@@ -89,27 +93,27 @@ def build_layout(trace: Trace) -> Layout:
             for p in args[arg_ptr[op] : arg_ptr[op + 1]]:
                 _link(fwd, op_fwd[-1], t_storage[p], t_storage[t])
                 _link(rev, op_rev[-1], t_storage[t], t_storage[p])
-    st_ptr, st_list = _csr(members)
-    s_root = np.array(roots, dtype=np.int32)
+    flat = _Flat()
+    arg_rows = flat.add([args[arg_ptr[i] : arg_ptr[i + 1]].tolist() for i in range(n_ops)])
+    s_size = trace.tensor_size[np.array(roots, dtype=np.int64)] if roots else np.zeros(0, np.int64)
+    stor = np.zeros((5, len(roots) + 1), dtype=np.int64)
+    stor[S_SIZE, :-1] = s_size
+    stor[S_ROOT, :-1] = roots
+    stor[S_TENSORS] = flat.add(members)
+    stor[S_FWD] = flat.add(fwd)
+    stor[S_REV] = flat.add(rev)
     size_prefix = np.concatenate(([0], np.cumsum(trace.tensor_size, dtype=np.int64)))
-    return Layout(
-        op_cost=trace.op_cost,
-        op_total=size_prefix[out_ptr[1:]] - size_prefix[out_ptr[:-1]],
-        op_out_ptr=out_ptr,
-        op_arg_ptr=arg_ptr,
-        op_args=args,
-        t_op=t_op,
-        t_size=trace.tensor_size,
-        t_storage=t_storage,
-        t_compute_gain=gain,
-        s_root=s_root,
-        s_size=trace.tensor_size[s_root],
-        st_ptr=st_ptr,
-        st_list=st_list,
-        **dict(zip(("fwd_ptr", "fwd_list"), _csr(fwd), strict=True)),
-        **dict(zip(("rev_ptr", "rev_list"), _csr(rev), strict=True)),
-        **dict(zip(("op_fwd_ptr", "op_fwd"), _csr(op_fwd), strict=True)),
-        **dict(zip(("op_rev_ptr", "op_rev"), _csr(op_rev), strict=True)),
-        cmd_kind=trace.cmd_kind,
-        cmd_arg=trace.cmd_arg,
-    )
+    ops = np.zeros((6, n_ops + 1), dtype=np.int64)
+    ops[OP_COST, :-1] = trace.op_cost
+    ops[OP_TOTAL, :-1] = size_prefix[out_ptr[1:]] - size_prefix[out_ptr[:-1]]
+    ops[OP_OUT] = out_ptr
+    ops[OP_ARGS] = arg_rows
+    ops[OP_FWD_GROWTH] = flat.add(op_fwd)
+    ops[OP_REV_GROWTH] = flat.add(op_rev)
+    tens = np.zeros((4, n_tensors), dtype=np.int64)
+    tens[T_OP] = np.repeat(np.arange(n_ops), np.diff(out_ptr))
+    tens[T_SIZE] = trace.tensor_size
+    tens[T_STORAGE] = t_storage
+    tens[T_GAIN] = gain
+    cmds = np.stack([trace.cmd_kind.astype(np.int64), trace.cmd_arg.astype(np.int64)])
+    return Layout(ops=ops, tens=tens, stor=stor, flat=flat.array(), cmds=cmds)
