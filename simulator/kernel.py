@@ -25,7 +25,6 @@ from simulator.layout import (
     OP_TOTAL,
     S_FWD,
     S_REV,
-    S_ROOT,
     S_SIZE,
     S_TENSORS,
     T_GAIN,
