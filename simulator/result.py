@@ -46,7 +46,9 @@ class Result:
     peak_pinned: int  # most bytes in use outside the evictable pool at an allocation check
     peak_pinned_depth: int  # nesting depth when that peak was seen
     failure: Failure | None
-    budget_lo: int  # the whole execution is identical for every budget in [budget_lo, budget_hi]
+    # Every budget in [budget_lo, budget_hi] replays identically: all fields are equal but
+    # `budget` and `failure.over_budget`, which are computed from the budget itself.
+    budget_lo: int
     budget_hi: int | None  # None: no upper limit
 
     def to_dict(self) -> dict:
