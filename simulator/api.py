@@ -6,6 +6,8 @@ import hashlib
 import math
 from functools import lru_cache
 
+import numpy as np
+
 from simulator import kernel
 from simulator.errors import UserError
 from simulator.layout import S_ROOT, Layout, build_layout
@@ -34,11 +36,8 @@ def simulate(
     `overhead_cap` stops a run as `thrashed` once rematerialization compute exceeds
     model_compute × (cap − 1), checked where simrd checks `remat_limit`.
     """
-    if not isinstance(budget, int) or not 0 <= budget < _UNBOUNDED:
-        raise UserError(
-            "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}", repr(budget)
-        )
-    if overhead_cap is not None and not overhead_cap >= 1:
+    budget = _whole(budget, "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}")
+    if overhead_cap is not None and not (_is_number(overhead_cap) and overhead_cap >= 1):
         raise UserError("overhead cap", "a number >= 1", repr(overhead_cap))
     chosen = get_policy(policy)
     resolved = chosen.resolve(params)
@@ -46,7 +45,13 @@ def simulate(
     layout = _layout(trace)
     state = kernel.new_state(layout, chosen.regions)
     status, log = kernel.replay(
-        layout, state, budget, chosen.rule, float(limit), chosen.regions, chosen.eqclass
+        layout,
+        state,
+        budget,
+        chosen.rule_of(resolved),
+        float(limit),
+        chosen.regions,
+        chosen.eqclass,
     )
     return _result(trace, layout, state, status, log, budget, chosen.name, resolved, overhead_cap)
 
@@ -100,6 +105,18 @@ def peak_memory(trace: Trace) -> int:
 
 def budget_for(trace: Trace, ratio: float, peak: int | None = None) -> int:
     """The study's budget for a ratio of the peak: `int(peak * ratio)`, as Python computes it."""
-    if not (isinstance(ratio, int | float) and 0 <= ratio < 1e6):
-        raise UserError("ratio", "a finite number from 0", repr(ratio))
-    return int((peak_memory(trace) if peak is None else peak) * ratio)
+    if not (_is_number(ratio) and 0 <= ratio < 1e6):
+        raise UserError("ratio", "a number from 0 to 1e6", repr(ratio))
+    peak = peak_memory(trace) if peak is None else _whole(peak, "peak", "a number of bytes")
+    return int(peak * ratio)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
+
+
+def _whole(x: object, what: str, expected: str) -> int:
+    """x as a Python int in [0, 2**62), numpy integers included; anything else is a UserError."""
+    if not isinstance(x, int | np.integer) or isinstance(x, bool) or not 0 <= x < _UNBOUNDED:
+        raise UserError(what, expected, repr(x))
+    return int(x)

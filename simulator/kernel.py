@@ -25,6 +25,7 @@ from simulator.layout import (
     OP_TOTAL,
     S_FWD,
     S_REV,
+    S_ROOT,
     S_SIZE,
     S_TENSORS,
     T_GAIN,
@@ -45,7 +46,8 @@ N_SCALARS = 25
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
 N_TENSORS, N_FWD, N_REV, MATERIAL, PINNED, IN_POOL = 9, 10, 11, 12, 13, 14
-N_FIELDS = 15
+FWD_COUNT, REV_COUNT = 15, 16  # storages in each region's interior (|e*| = their sum)
+N_FIELDS = 17
 
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
@@ -54,8 +56,9 @@ RUNNING, DONE, OOM, THRASHED = 0, 1, 2, 3
 COMPUTE_CMD, GET_CMD, PIN_CMD = 0, 1, 2  # else RELEASE (see trace.py)
 NO_LIMIT = np.int64(2**62)
 
-# Policy ids, one score rule each (see policies.py for names and parameters)
+# Policy ids, one rule each (see policies.py for names and parameters)
 DTR, DTR_EQCLASS, DTR_LOCAL, MSPS, LRU, LARGEST_STORAGE = 0, 1, 2, 3, 4, 5
+NBHD_PENALTY, TWO_PHASE, HE_STAR, COST_STALE = 6, 7, 8, 9
 
 _U1 = np.uint64(1)
 
@@ -177,6 +180,7 @@ def rebuild(base, forward, sv, stor, flat, bits, stack) -> None:
     bits[interior, base, :] = 0
     bits[frontier, base, :] = 0
     compute = 0
+    count = 0
     stack[0] = base
     top = 1
     while top:
@@ -189,10 +193,12 @@ def rebuild(base, forward, sv, stor, flat, bits, stack) -> None:
                     _set(bits, frontier, base, u)
             elif not _has(bits, interior, base, u):
                 compute += sv[COMPUTE, u]
+                count += 1
                 _set(bits, interior, base, u)
                 stack[top] = u
                 top += 1
     sv[FWD_C if forward else REV_C, base] = compute
+    sv[FWD_COUNT if forward else REV_COUNT, base] = count
 
 
 @njit(cache=True)
@@ -201,6 +207,7 @@ def absorb(p: int, s: int, forward: bool, sv: np.ndarray, bits: np.ndarray) -> N
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
     bits[frontier, p, s >> 6] &= ~(_U1 << np.uint64(s & 63))
     added = 0
+    count = 0
     for w in range(bits.shape[2]):
         bits[frontier, p, w] |= bits[frontier, s, w]
         fresh = bits[interior, s, w] & ~bits[interior, p, w]
@@ -209,8 +216,10 @@ def absorb(p: int, s: int, forward: bool, sv: np.ndarray, bits: np.ndarray) -> N
         bits[interior, p, w] |= fresh
         while fresh:
             added += sv[COMPUTE, w * 64 + _low_bit(fresh)]
+            count += 1
             fresh &= fresh - _U1
     sv[FWD_C if forward else REV_C, p] += added
+    sv[FWD_COUNT if forward else REV_COUNT, p] += count
 
 
 @njit(cache=True)
@@ -302,27 +311,39 @@ def _over_size_staleness(numerator: int, size: int, staleness: int) -> float:
 
 
 @njit(cache=True, inline="always")
-def score(policy: int, s: int, clock: int, class_value: int, sv, stor) -> float:
-    """The cost simrd's heuristic `policy` gives storage s (`class_value`: DTREqClass's e*)."""
+def _ratio(numerator: int, denominator: int) -> float:
+    return divide(numerator, denominator) if denominator > 0 else math.inf
+
+
+@njit(cache=True, inline="always")
+def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -> float:
+    """The cost `policy` gives storage s (`class_value`: DTREqClass's e*)."""
     size = stor[S_SIZE, s]
     staleness = clock - sv[LAST, s]
+    e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
     if policy == DTR:
-        e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
         return _over_size_staleness(e_star, size, staleness)
     if policy == DTR_EQCLASS:
         return _over_size_staleness(class_value, size, staleness)
     if policy == DTR_LOCAL:
         return _over_size_staleness(sv[COMPUTE, s], size, staleness)
     if policy == MSPS:
-        return divide(sv[COMPUTE, s] + sv[REV_C, s], size) if size > 0 else math.inf
+        return _ratio(sv[COMPUTE, s] + sv[REV_C, s], size)
     if policy == LRU:
         return float(sv[LAST, s])
+    if policy == NBHD_PENALTY:
+        count = sv[FWD_COUNT, s] + sv[REV_COUNT, s]
+        return _over_size_staleness(e_star, size, staleness) * (1.0 + params[0] * count)
+    if policy == HE_STAR:
+        return float(sv[FWD_COUNT, s] + sv[REV_COUNT, s])
+    if policy == COST_STALE:
+        return _ratio(e_star, staleness)
     # LARGEST_STORAGE
     return 1.0 / size if size > 0 else math.inf
 
 
 @njit(cache=True, inline="always")
-def _scan(policy, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+def _scan(policy, params, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
     """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero."""
     best, best_s = math.inf, -1
     s = g[POOL_HEAD]
@@ -332,7 +353,7 @@ def _scan(policy, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
         class_value = 0
         if policy == DTR_EQCLASS:
             class_value = class_compute(s, sv, stor, flat, scratch, uf_parent, uf_value)
-        cost = score(policy, s, clock, class_value, sv, stor)
+        cost = score(policy, s, clock, class_value, params, sv, stor)
         if cost <= best:
             best, best_s = cost, s
         if cost == 0:
@@ -342,19 +363,109 @@ def _scan(policy, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
 
 
 @njit(cache=True)
-def choose(policy, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+def choose(policy, params, request, budget, g, sv, stor, flat, scratch, uf_parent, uf_value):
     """The storage `policy` evicts; each policy gets its own inlined scan, its branch folded."""
+    if policy == TWO_PHASE:
+        return _choose_covering(params, request, budget, g, sv, stor)
     if policy == DTR:
-        return _scan(DTR, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == DTR_EQCLASS:
-        return _scan(DTR_EQCLASS, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR_EQCLASS, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == DTR_LOCAL:
-        return _scan(DTR_LOCAL, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR_LOCAL, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == MSPS:
-        return _scan(MSPS, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(MSPS, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == LRU:
-        return _scan(LRU, g, sv, stor, flat, scratch, uf_parent, uf_value)
-    return _scan(LARGEST_STORAGE, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(LRU, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == NBHD_PENALTY:
+        return _scan(NBHD_PENALTY, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == HE_STAR:
+        return _scan(HE_STAR, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if policy == COST_STALE:
+        return _scan(COST_STALE, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    return _scan(LARGEST_STORAGE, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+
+
+@njit(cache=True, inline="always")
+def _before(a_cost, a_size, a_root, b_cost, b_size, b_root) -> bool:
+    """TwoPhase's order: lower e*/staleness, then larger size, then older root tensor."""
+    if a_cost != b_cost:
+        return a_cost < b_cost
+    if a_size != b_size:
+        return a_size > b_size
+    return a_root < b_root
+
+
+@njit(cache=True)
+def _choose_covering(params, request, budget, g, sv, stor) -> int:
+    """TwoPhase: among storages big enough to cover the shortfall (else the k largest), the
+    lowest e*/staleness. Whether a storage covers the shortfall is a threshold on the budget
+    (size >= memory + request - budget); each one narrows the certified interval."""
+    need = max(g[MEM] + request - budget, 1)
+    clock = g[CLOCK]
+    best, best_cost = -1, math.inf
+    s = g[POOL_HEAD]
+    while s >= 0:
+        threshold = g[MEM] + request - stor[S_SIZE, s]
+        if stor[S_SIZE, s] >= need:
+            g[LO] = max(g[LO], threshold)
+            g[EVALS] += 1
+            cost = _ratio(sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s], clock - sv[LAST, s])
+            if best < 0 or _before(
+                cost,
+                stor[S_SIZE, s],
+                stor[S_ROOT, s],
+                best_cost,
+                stor[S_SIZE, best],
+                stor[S_ROOT, best],
+            ):
+                best, best_cost = s, cost
+        else:
+            g[HI] = min(g[HI], threshold - 1)
+        s = sv[NEXT, s]
+    if best >= 0:
+        return best
+    return _lowest_of_largest(int(params[0]), clock, g, sv, stor)
+
+
+@njit(cache=True)
+def _lowest_of_largest(k, clock, g, sv, stor) -> int:
+    """The lowest e*/staleness among the k largest pool storages (size, then root id)."""
+    largest = np.full(max(k, 1), -1, np.int64)
+    s = g[POOL_HEAD]
+    while s >= 0:
+        # Insert s into the sorted top-k, larger (then older) first.
+        i = min(k, len(largest)) - 1
+        if largest[i] < 0 or _bigger(s, largest[i], stor):
+            while i > 0 and (largest[i - 1] < 0 or _bigger(s, largest[i - 1], stor)):
+                largest[i] = largest[i - 1]
+                i -= 1
+            largest[i] = s
+        s = sv[NEXT, s]
+    best, best_cost = -1, math.inf
+    for i in range(len(largest)):
+        c = largest[i]
+        if c < 0:
+            break
+        g[EVALS] += 1
+        cost = _ratio(sv[COMPUTE, c] + sv[FWD_C, c] + sv[REV_C, c], clock - sv[LAST, c])
+        if best < 0 or _before(
+            cost,
+            stor[S_SIZE, c],
+            stor[S_ROOT, c],
+            best_cost,
+            stor[S_SIZE, best],
+            stor[S_ROOT, best],
+        ):
+            best, best_cost = c, cost
+    return best
+
+
+@njit(cache=True, inline="always")
+def _bigger(a: int, b: int, stor: np.ndarray) -> bool:
+    if stor[S_SIZE, a] != stor[S_SIZE, b]:
+        return stor[S_SIZE, a] > stor[S_SIZE, b]
+    return stor[S_ROOT, a] < stor[S_ROOT, b]
 
 
 # ---------------------------------------------------------------- evict and compute
@@ -376,8 +487,7 @@ def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_par
                 if not sv[PINNED, scratch[i]]:
                     absorb(scratch[i], s, forward, sv, bits)
         bits[:, s, :] = 0
-        sv[FWD_C, s] = 0
-        sv[REV_C, s] = 0
+        sv[FWD_C, s] = sv[REV_C, s] = sv[FWD_COUNT, s] = sv[REV_COUNT, s] = 0
     if eqclass:
         # A new class for s, merged with the classes of its evicted neighbours.
         node = _new_class(s, sv[COMPUTE, s], g, sv, uf_parent, uf_value)
@@ -492,7 +602,7 @@ def _room_for_class(uf, g: np.ndarray, eqclass: bool, more: int):
 
 
 @njit(cache=True)
-def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass, work, uf):
+def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, work, uf):
     """simrd's _materialize as an explicit stack machine (no recursion limit).
 
     `work` = (frames, snap, log). Frame columns: tensor, remat flag, phase, first and end
@@ -542,7 +652,9 @@ def materialize(L, st, t0, remat0, budget, policy, remat_limit, regions, eqclass
                 if g[POOL_HEAD] < 0:
                     _fail(g, op, request, g[MEM] + request - budget)
                     return OOM, log, uf
-                victim = choose(policy, g, sv, stor, flat, scratch, uf[0], uf[1])
+                victim = choose(
+                    rule[0], rule[1], request, budget, g, sv, stor, flat, scratch, uf[0], uf[1]
+                )
                 log = _grown(log, g[N_EVICTED] + 1)
                 log[g[N_EVICTED]] = victim
                 g[N_EVICTED] += 1
@@ -584,8 +696,11 @@ def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
 
 
 @njit(cache=True)
-def replay(L: Layout, st: State, budget, policy, remat_limit, regions, eqclass):
-    """Replay the whole schedule; returns (status, eviction log) with counters in st.g."""
+def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
+    """Replay the whole schedule; returns (status, eviction log) with counters in st.g.
+
+    `rule` = (policy id, float64 parameter array in the policy's order).
+    """
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st
     work = (
@@ -603,7 +718,7 @@ def replay(L: Layout, st: State, budget, policy, remat_limit, regions, eqclass):
             uf = _room_for_class(uf, g, eqclass, last - first)
             _create_outputs(arg, eqclass, g, sv, ops, tens, flat, uf)
             status, log, uf = materialize(
-                L, st, first, False, budget, policy, remat_limit, regions, eqclass, work, uf
+                L, st, first, False, budget, rule, remat_limit, regions, eqclass, work, uf
             )
             work = (work[0], work[1], log)
             for t in range(first, last):
@@ -614,7 +729,7 @@ def replay(L: Layout, st: State, budget, policy, remat_limit, regions, eqclass):
             s = tens[T_STORAGE, arg]
             if not defined[arg]:
                 status, log, uf = materialize(
-                    L, st, arg, True, budget, policy, remat_limit, regions, eqclass, work, uf
+                    L, st, arg, True, budget, rule, remat_limit, regions, eqclass, work, uf
                 )
                 work = (work[0], work[1], log)
             if status == RUNNING and not sv[PINNED, s]:

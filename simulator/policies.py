@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
+
+import numpy as np
 
 from simulator import kernel
 from simulator.errors import PolicyError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One policy parameter: default and admissible range."""
+
+    name: str
+    default: float
+    low: float = 0.0
+    high: float = math.inf
+    integer: bool = False
+
+    def check(self, policy: str, value: float) -> float:
+        ok = isinstance(value, int | float) and self.low <= value <= self.high
+        if ok and self.integer:
+            ok = float(value).is_integer()
+        if not ok:
+            kind = "an integer" if self.integer else "a number"
+            where = f"policy {policy}, parameter {self.name}"
+            raise PolicyError(where, f"{kind} from {self.low} to {self.high}", repr(value))
+        return float(value)
 
 
 @dataclass(frozen=True)
@@ -14,20 +38,27 @@ class Policy:
 
     name: str
     rule: int  # kernel policy id
-    simrd_name: str | None  # the simrd heuristic class it reproduces, if any
+    summary: str
+    simrd_name: str | None = None  # the simrd heuristic class it reproduces, if any
     regions: bool = False  # reads evicted-neighbourhood regions
     eqclass: bool = False  # reads equivalence classes of evicted storages
-    defaults: dict[str, float] = field(default_factory=dict)
-    summary: str = ""
+    params: tuple[Param, ...] = ()
 
-    def resolve(self, params: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
-        """Defaults overridden by `params`; unknown names are an error."""
-        given = dict(params or {})
-        unknown = sorted(set(given) - set(self.defaults))
+    def resolve(self, given: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
+        """Defaults overridden by `given`, checked; unknown names are an error."""
+        given = dict(given or {})
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(given) - set(known))
         if unknown:
-            known = ", ".join(self.defaults) or "none"
-            raise PolicyError(f"policy {self.name}", f"parameters among: {known}", repr(unknown[0]))
-        return tuple(sorted({**self.defaults, **given}.items()))
+            names = ", ".join(known) or "none"
+            raise PolicyError(f"policy {self.name}", f"parameters among: {names}", repr(unknown[0]))
+        return tuple(
+            (p.name, p.check(self.name, given.get(p.name, p.default))) for p in self.params
+        )
+
+    def rule_of(self, resolved: tuple[tuple[str, float], ...]) -> tuple[int, np.ndarray]:
+        """The kernel's (policy id, parameter array) for resolved parameters."""
+        return self.rule, np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
 
 
 POLICIES: dict[str, Policy] = {}
@@ -38,20 +69,40 @@ def register(policy: Policy) -> Policy:
     return policy
 
 
-register(Policy("dtr", kernel.DTR, "DTR", regions=True, summary="e* / (size * staleness)"))
+register(Policy("dtr", kernel.DTR, "e* / (size * staleness)", "DTR", regions=True))
 register(
     Policy(
         "dtr-eqclass",
         kernel.DTR_EQCLASS,
+        "e* over equivalence classes / (size * staleness)",
         "DTREqClass",
         eqclass=True,
-        summary="e* over equivalence classes / (size * staleness)",
     )
 )
-register(Policy("dtr-local", kernel.DTR_LOCAL, "DTRLocal", summary="compute / (size * staleness)"))
-register(Policy("msps", kernel.MSPS, "MSPS", regions=True, summary="(compute + reverse e*) / size"))
-register(Policy("lru", kernel.LRU, "LRU", summary="least recently used"))
-register(Policy("largest-storage", kernel.LARGEST_STORAGE, "LargestStorage", summary="1 / size"))
+register(Policy("dtr-local", kernel.DTR_LOCAL, "compute / (size * staleness)", "DTRLocal"))
+register(Policy("msps", kernel.MSPS, "(compute + reverse e*) / size", "MSPS", regions=True))
+register(Policy("lru", kernel.LRU, "least recently used", "LRU"))
+register(Policy("largest-storage", kernel.LARGEST_STORAGE, "1 / size", "LargestStorage"))
+register(
+    Policy(
+        "nbhd-penalty",
+        kernel.NBHD_PENALTY,
+        "h_DTR * (1 + b * |e*|)",
+        regions=True,
+        params=(Param("b", 0.25),),
+    )
+)
+register(
+    Policy(
+        "two-phase",
+        kernel.TWO_PHASE,
+        "lowest e*/staleness among storages covering the shortfall, else among the k largest",
+        regions=True,
+        params=(Param("k", 8, low=1, high=2**31, integer=True),),
+    )
+)
+register(Policy("he-star", kernel.HE_STAR, "|e*| (the DTR paper's h_e*)", regions=True))
+register(Policy("cost-stale", kernel.COST_STALE, "e* / staleness", regions=True))
 
 
 def get_policy(name: str) -> Policy:
