@@ -8,10 +8,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from simulator import centrality as central
 from simulator import kernel
 from simulator.errors import UserError
 from simulator.layout import S_ROOT, Layout, build_layout
-from simulator.policies import get_policy
+from simulator.policies import Policy, get_policy
 from simulator.result import OK, OOM, THRASHED, Failure, Result
 from simulator.trace import Trace
 
@@ -30,11 +31,13 @@ def simulate(
     policy: str = "dtr",
     params: dict[str, float] | None = None,
     overhead_cap: float | None = None,
+    centrality: np.ndarray | None = None,
 ) -> Result:
     """Replay `trace` under `budget` bytes with an eviction policy, as simrd's eager runtime would.
 
     `overhead_cap` stops a run as `thrashed` once rematerialization compute exceeds
-    model_compute × (cap − 1), checked where simrd checks `remat_limit`.
+    model_compute × (cap − 1), checked where simrd checks `remat_limit`. `centrality`: the
+    storages' betweenness for policies that read it, when already computed (else computed).
     """
     budget = _whole(budget, "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}")
     if overhead_cap is not None and not (_is_number(overhead_cap) and overhead_cap >= 1):
@@ -44,16 +47,20 @@ def simulate(
     limit = math.inf if overhead_cap is None else trace.model_compute * (overhead_cap - 1)
     layout = _layout(trace)
     state = kernel.new_state(layout, chosen.regions)
+    values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
+    rule = (chosen.rule, values, _ranks(trace, chosen, dict(resolved), centrality))
     status, log = kernel.replay(
-        layout,
-        state,
-        budget,
-        chosen.rule_of(resolved),
-        float(limit),
-        chosen.regions,
-        chosen.eqclass,
+        layout, state, budget, rule, float(limit), chosen.regions, chosen.eqclass
     )
     return _result(trace, layout, state, status, log, budget, chosen.name, resolved, overhead_cap)
+
+
+def _ranks(trace: Trace, policy: Policy, params: dict, given: np.ndarray | None) -> np.ndarray:
+    """Storages' centrality ranks for policies that can lock by them, else all zero."""
+    if policy.centrality and (params["alpha"] or params["floor"]):
+        values = central.betweenness(trace, int(params["seed"])) if given is None else given
+        return central.ranks(values)
+    return np.zeros(_layout(trace).stor.shape[1] - 1, dtype=np.int64)
 
 
 def _result(trace, layout, state, status, log, budget, policy, params, cap) -> Result:
@@ -86,6 +93,7 @@ def _result(trace, layout, state, status, log, budget, policy, params, cap) -> R
         eager_frees=g[kernel.EAGER],
         rematerializations=g[kernel.REMATS],
         heuristic_evals=g[kernel.EVALS],
+        lock_fallbacks=g[kernel.FALLBACKS],
         eviction_seq_sha256=hashlib.sha256("\n".join(names).encode()).hexdigest(),
         first_evictions=tuple(names[:50]),
         last_evictions=tuple(names[-20:]),

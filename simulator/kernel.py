@@ -40,8 +40,8 @@ MEM, CLOCK, MODEL_C, REMAT_C, PEAK = 0, 1, 2, 3, 4
 EVALS, EVICTIONS, EAGER, REMATS, DEPTH, MAX_DEPTH = 5, 6, 7, 8, 9, 10
 PEAK_PINNED, PEAK_PINNED_DEPTH, POOL_HEAD, POOL_TAIL, POOL_BYTES = 11, 12, 13, 14, 15
 LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 20, 21, 22
-N_NODES, N_EVICTED = 23, 24
-N_SCALARS = 25
+N_NODES, N_EVICTED, FALLBACKS = 23, 24, 25
+N_SCALARS = 26
 
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
@@ -58,7 +58,7 @@ NO_LIMIT = np.int64(2**62)
 
 # Policy ids, one rule each (see policies.py for names and parameters)
 DTR, DTR_EQCLASS, DTR_LOCAL, MSPS, LRU, LARGEST_STORAGE = 0, 1, 2, 3, 4, 5
-NBHD_PENALTY, TWO_PHASE, HE_STAR, COST_STALE = 6, 7, 8, 9
+NBHD_PENALTY, TWO_PHASE, HE_STAR, COST_STALE, TCONTROL = 6, 7, 8, 9, 10
 
 _U1 = np.uint64(1)
 
@@ -343,12 +343,18 @@ def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -
 
 
 @njit(cache=True, inline="always")
-def _scan(policy, params, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
-    """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero."""
+def _scan(policy, params, rank, n_locked, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+    """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero.
+
+    Storages ranked below `n_locked` are not candidates (-1 if nothing else is in the pool).
+    """
     best, best_s = math.inf, -1
     s = g[POOL_HEAD]
     clock = g[CLOCK]
     while s >= 0:
+        if rank[s] < n_locked:
+            s = sv[NEXT, s]
+            continue
         g[EVALS] += 1
         class_value = 0
         if policy == DTR_EQCLASS:
@@ -363,27 +369,51 @@ def _scan(policy, params, g, sv, stor, flat, scratch, uf_parent, uf_value) -> in
 
 
 @njit(cache=True)
-def choose(policy, params, request, budget, g, sv, stor, flat, scratch, uf_parent, uf_value):
-    """The storage `policy` evicts; each policy gets its own inlined scan, its branch folded."""
+def choose(rule, request, budget, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+    """The storage the policy evicts; each policy gets its own inlined scan, its branch folded."""
+    policy, params, rank = rule
     if policy == TWO_PHASE:
         return _choose_covering(params, request, budget, g, sv, stor)
+    if policy == TCONTROL:
+        return _choose_uncentral(
+            params, rank, budget, g, sv, stor, flat, scratch, uf_parent, uf_value
+        )
     if policy == DTR:
-        return _scan(DTR, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == DTR_EQCLASS:
-        return _scan(DTR_EQCLASS, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR_EQCLASS, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == DTR_LOCAL:
-        return _scan(DTR_LOCAL, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR_LOCAL, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == MSPS:
-        return _scan(MSPS, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(MSPS, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == LRU:
-        return _scan(LRU, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(LRU, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == NBHD_PENALTY:
-        return _scan(NBHD_PENALTY, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(NBHD_PENALTY, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == HE_STAR:
-        return _scan(HE_STAR, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
     if policy == COST_STALE:
-        return _scan(COST_STALE, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
-    return _scan(LARGEST_STORAGE, params, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+
+
+@njit(cache=True)
+def _choose_uncentral(params, rank, budget, g, sv, stor, flat, scratch, uf_parent, uf_value):
+    """TControlInspired: DTR's choice among storages outside the ⌈K·N⌉ most central, where
+    K = alpha · residual / budget + floor; the whole pool when all of it is locked."""
+    alpha, floor = params[0], params[1]
+    if alpha != 0:
+        # The locked count varies with the budget in steps not folded into the interval:
+        # a run that reaches this decision certifies its own budget only.
+        g[LO], g[HI] = max(g[LO], budget), min(g[HI], budget)
+    residual = max(budget - g[MEM], 0)
+    share = alpha * residual / budget if budget > 0 else 0.0
+    n_locked = math.ceil((share + floor) * len(rank))
+    best = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    if best < 0:
+        g[FALLBACKS] += 1
+        best = _scan(DTR, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    return best
 
 
 @njit(cache=True, inline="always")
@@ -652,9 +682,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                 if g[POOL_HEAD] < 0:
                     _fail(g, op, request, g[MEM] + request - budget)
                     return OOM, log, uf
-                victim = choose(
-                    rule[0], rule[1], request, budget, g, sv, stor, flat, scratch, uf[0], uf[1]
-                )
+                victim = choose(rule, request, budget, g, sv, stor, flat, scratch, uf[0], uf[1])
                 log = _grown(log, g[N_EVICTED] + 1)
                 log[g[N_EVICTED]] = victim
                 g[N_EVICTED] += 1
@@ -699,7 +727,8 @@ def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
 def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
     """Replay the whole schedule; returns (status, eviction log) with counters in st.g.
 
-    `rule` = (policy id, float64 parameter array in the policy's order).
+    `rule` = (policy id, float64 parameters in the policy's order, int64 centrality rank of
+    each storage: 0 = most central, read by TControlInspired only).
     """
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st

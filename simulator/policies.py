@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from simulator import kernel
 from simulator.errors import PolicyError
 
@@ -42,6 +40,7 @@ class Policy:
     simrd_name: str | None = None  # the simrd heuristic class it reproduces, if any
     regions: bool = False  # reads evicted-neighbourhood regions
     eqclass: bool = False  # reads equivalence classes of evicted storages
+    centrality: bool = False  # reads the storages' betweenness ranks
     params: tuple[Param, ...] = ()
 
     def resolve(self, given: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
@@ -55,10 +54,6 @@ class Policy:
         return tuple(
             (p.name, p.check(self.name, given.get(p.name, p.default))) for p in self.params
         )
-
-    def rule_of(self, resolved: tuple[tuple[str, float], ...]) -> tuple[int, np.ndarray]:
-        """The kernel's (policy id, parameter array) for resolved parameters."""
-        return self.rule, np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
 
 
 POLICIES: dict[str, Policy] = {}
@@ -103,6 +98,20 @@ register(
 )
 register(Policy("he-star", kernel.HE_STAR, "|e*| (the DTR paper's h_e*)", regions=True))
 register(Policy("cost-stale", kernel.COST_STALE, "e* / staleness", regions=True))
+register(
+    Policy(
+        "tcontrol-inspired",
+        kernel.TCONTROL,
+        "DTR's choice outside the ceil(K*N) most central storages, K = alpha*residual/budget+floor",
+        regions=True,
+        centrality=True,
+        params=(
+            Param("alpha", 0.3),
+            Param("floor", 0.01, high=1.0),
+            Param("seed", 20260926, high=2**32 - 1, integer=True),
+        ),
+    )
+)
 
 
 def get_policy(name: str) -> Policy:

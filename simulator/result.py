@@ -39,6 +39,7 @@ class Result:
     eager_frees: int  # storages freed because their last reference was released
     rematerializations: int  # operator executions that recomputed something evicted
     heuristic_evals: int  # policy score evaluations
+    lock_fallbacks: int  # decisions where every pool storage was locked (TControlInspired)
     eviction_seq_sha256: str  # sha256 of the evicted root-tensor names, "\n"-joined, in order
     first_evictions: tuple[str, ...]  # first 50 of those names
     last_evictions: tuple[str, ...]  # last 20 of those names
