@@ -52,6 +52,8 @@ def simulate(
     status, log = kernel.replay(
         layout, state, budget, rule, float(limit), chosen.regions, chosen.eqclass
     )
+    if status == kernel.INVALID_CHOICE:
+        raise AssertionError(f"policy {chosen.name} chose a storage outside the evictable pool")
     return _result(trace, layout, state, status, log, budget, chosen.name, resolved, overhead_cap)
 
 

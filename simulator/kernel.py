@@ -52,7 +52,7 @@ N_FIELDS = 17
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
 
-RUNNING, DONE, OOM, THRASHED = 0, 1, 2, 3
+RUNNING, DONE, OOM, THRASHED, INVALID_CHOICE = 0, 1, 2, 3, 4
 COMPUTE_CMD, GET_CMD, PIN_CMD = 0, 1, 2  # else RELEASE (see trace.py)
 NO_LIMIT = np.int64(2**62)
 
@@ -623,6 +623,12 @@ def _enter(g: np.ndarray, frames: np.ndarray, top: int, t: int, remat: bool) -> 
 
 
 @njit(cache=True)
+def _evictable(s: int, sv: np.ndarray) -> bool:
+    """The policy contract: a victim is material, unlocked and in the evictable pool."""
+    return s >= 0 and sv[IN_POOL, s] and sv[MATERIAL, s] and sv[REF_INT, s] == 0
+
+
+@njit(cache=True)
 def _room_for_class(uf, g: np.ndarray, eqclass: bool, more: int):
     """Classes take one union-find node per new storage and per eviction; grow on demand."""
     if not eqclass:
@@ -683,6 +689,8 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                     _fail(g, op, request, g[MEM] + request - budget)
                     return OOM, log, uf
                 victim = choose(rule, request, budget, g, sv, stor, flat, scratch, uf[0], uf[1])
+                if not _evictable(victim, sv):
+                    return INVALID_CHOICE, log, uf
                 log = _grown(log, g[N_EVICTED] + 1)
                 log[g[N_EVICTED]] = victim
                 g[N_EVICTED] += 1
