@@ -183,16 +183,13 @@ def compare(run: dict, result: Result) -> tuple[str, ...]:
     )
 
 
-def time_run(run: dict, trace: Trace, repeat: int) -> Point:
-    seconds, result = best_of(repeat, lambda: simulate(trace, run["budget"], run["heuristic"]))
-    return Point(
-        run["trace"],
-        run["heuristic"],
-        ratio_label(run),
-        run["wall_s"],
-        seconds,
-        compare(run, result),
-    )
+def time_run(run: dict, trace: Trace, repeat: int, policy: str | None) -> Point:
+    """Time one reference point, with its own heuristic (checked against simrd's result) or,
+    given `policy`, with that policy at the same budget (timed only)."""
+    name = policy or run["heuristic"]
+    seconds, result = best_of(repeat, lambda: simulate(trace, run["budget"], name))
+    mismatches = compare(run, result) if policy is None else ()
+    return Point(run["trace"], name, ratio_label(run), run["wall_s"], seconds, mismatches)
 
 
 def text_row(cells: Iterable[str]) -> str:
@@ -238,11 +235,11 @@ def write_markdown(path: Path, points: list[Point], summary: list[str], repeat: 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def run_points(runs: list[dict], traces: dict[str, Trace], repeat: int) -> list[Point]:
+def run_points(runs, traces: dict[str, Trace], repeat: int, policy: str | None) -> list[Point]:
     say(text_row(COLUMNS))
     points = []
     for run in runs:
-        point = time_run(run, traces[run["trace"]], repeat)
+        point = time_run(run, traces[run["trace"]], repeat, policy)
         say(text_row(point.cells()))
         for mismatch in point.mismatches:
             say(f"!!! MISMATCH {point.trace} {point.heuristic} {point.ratio}: {mismatch}")
@@ -261,6 +258,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="only runs that took simrd at least this long",
     )
     parser.add_argument("--repeat", type=int, default=3, help="time the best of N calls")
+    parser.add_argument(
+        "--policy",
+        help="time this registered policy at simrd's DTR reference budgets instead (speed-ups"
+        " are then against simrd's DTR time there, a proxy: simrd has no such policy)",
+    )
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="also write a Markdown table")
     parser.add_argument("--archive", help="trace archive file or URL (default $DTR_HOLES_ARCHIVE)")
     parser.add_argument("--reference", type=Path, default=REFERENCE, help=argparse.SUPPRESS)
@@ -271,13 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     baselines, runs = read_reference(args.reference)
     runs = select(runs, args.filter, args.min_wall)
+    if args.policy:
+        runs = [r for r in runs if r["heuristic"] == "DTR"]
     seconds, traces = best_of(1, lambda: load_traces([b["trace"] for b in baselines], args.archive))
     say(f"loaded {len(traces)} traces in {seconds:.2f} s")
     say("warm-up, one tiny run per policy:")
-    warm_up(dict.fromkeys(r["heuristic"] for r in runs) or ["DTR"])
+    warm_up(
+        [args.policy] if args.policy else dict.fromkeys(r["heuristic"] for r in runs) or ["DTR"]
+    )
     peak_lines = check_baselines(traces, baselines, args.repeat)
     say()
-    points = run_points(runs, traces, args.repeat)
+    points = run_points(runs, traces, args.repeat, args.policy)
     summary = aggregate(points) + peak_lines
     say()
     for line in summary:

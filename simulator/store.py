@@ -77,10 +77,14 @@ def _to_table(trace: Trace) -> pa.Table:
 
 
 def save_trace(trace: Trace, path: str | Path) -> None:
-    """Write `trace` to `path` atomically (a temporary file beside it, then a rename)."""
+    """Write `trace` to `path` atomically."""
+    write_table(_to_table(trace), path)
+
+
+def write_table(table: pa.Table, path: str | Path) -> None:
+    """Write a Parquet table atomically: a temporary file beside `path`, then a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = _to_table(trace)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     os.close(fd)
     try:

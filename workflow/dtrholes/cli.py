@@ -7,8 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from dtrholes import fetch
-from simulator import POLICIES, Result, UserError, budget_for, simulate
+from dtrholes import centrality, fetch
+from simulator import POLICIES, Result, UserError, budget_for, get_policy, simulate
 
 
 def _param(text: str) -> tuple[str, float]:
@@ -56,7 +56,13 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
 def _simulate(args: argparse.Namespace) -> None:
     trace = fetch.load_trace(args.trace, fetch.default_data_dir(), args.archive)
     budget = args.budget if args.budget is not None else budget_for(trace, args.ratio)
-    result = simulate(trace, budget, args.policy, dict(args.param), overhead_cap=args.cap)
+    params = dict(args.param)
+    policy = get_policy(args.policy)
+    central = None
+    if policy.centrality:
+        seed = dict(policy.resolve(params))["seed"]
+        central = centrality.load_betweenness(trace, int(seed))
+    result = simulate(trace, budget, policy.name, params, overhead_cap=args.cap, centrality=central)
     print(json.dumps(result.to_dict(), sort_keys=True) if args.json else _describe(result))
 
 

@@ -1,0 +1,45 @@
+"""Per-trace cache of storage betweenness (TControlInspired's ranking), as Parquet files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from simulator import centrality
+from simulator.store import write_table
+from simulator.trace import Trace
+
+RESULTS_ENV = "DTR_HOLES_RESULTS"
+METHOD = (
+    f"networkx-betweenness-unnormalised-exact{centrality.EXACT_LIMIT}-pivots{centrality.PIVOTS}"
+)
+
+
+def default_results_dir() -> Path:
+    """$DTR_HOLES_RESULTS, else the repository's results/."""
+    return Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parents[2] / "results")
+
+
+def cache_path(results_dir: Path, trace: Trace, seed: int) -> Path:
+    return Path(results_dir) / "centrality" / f"{trace.name}-{trace.sha256[:16]}-{seed}.parquet"
+
+
+def load_betweenness(trace: Trace, seed: int, results_dir: Path | None = None) -> np.ndarray:
+    """Betweenness of every storage of `trace`, computed once per trace sha256, seed and method."""
+    path = cache_path(results_dir or default_results_dir(), trace, seed)
+    key = {b"trace_sha256": trace.sha256.encode(), b"method": METHOD.encode()}
+    if path.is_file():
+        try:
+            table = pq.read_table(path)
+            if all(table.schema.metadata.get(k) == v for k, v in key.items()):
+                return table.column("betweenness").to_numpy()
+        except (OSError, pa.ArrowException):
+            pass  # a damaged cache entry is recomputed, not reported
+    values = centrality.betweenness(trace, seed)
+    schema = pa.schema([pa.field("betweenness", pa.float64(), nullable=False)], metadata=key)
+    write_table(pa.table({"betweenness": values}, schema=schema), path)
+    return values
