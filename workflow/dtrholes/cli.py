@@ -103,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"dtr-holes: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into a reader that stopped early, e.g. `head`
+        sys.stderr.close()
+        return 0
     return 0
 
 

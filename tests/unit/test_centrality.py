@@ -1,0 +1,69 @@
+"""Storage betweenness: the graph it is computed on, its ranks, and its per-trace cache."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from dtrholes.centrality import cache_path, load_betweenness
+from simulator.centrality import betweenness, ranks, storage_graph
+from tests.tracegen import random_trace_text, tiny_trace
+
+# a -> b -> c, and a -> c directly; b, then c, are the only storages in between.
+CHAIN = "\n".join(
+    [
+        '{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}',
+        '{"ARGS":[],"INSTRUCTION":"CALL","NAME":"f","RESULT":["a"],"TIME":"5"}',
+        '{"INSTRUCTION":"MEMORY","MEMORY":"10","NAME":"a"}',
+        '{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"a"}',
+        '{"ARGS":["a"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["b"],"TIME":"1"}',
+        '{"INSTRUCTION":"MEMORY","MEMORY":"10","NAME":"b"}',
+        '{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"b"}',
+        '{"ARGS":["b"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["c"],"TIME":"1"}',
+        '{"INSTRUCTION":"MEMORY","MEMORY":"10","NAME":"c"}',
+        '{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"c"}',
+        '{"ARGS":["c"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["d"],"TIME":"7"}',
+        '{"INSTRUCTION":"MEMORY","MEMORY":"10","NAME":"d"}',
+        '{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"d"}',
+    ]
+)
+
+
+def test_storage_graph_edges_and_weights() -> None:
+    graph = storage_graph(tiny_trace(CHAIN + "\n"))
+    assert sorted(graph.edges(data="weight")) == [(0, 1, 1.0), (1, 2, 1.0), (2, 3, 7.0)]
+
+
+def test_betweenness_of_a_chain_counts_the_paths_through_each_storage() -> None:
+    # Paths a->c, a->d, b->d pass through the inner storages: b on 2 of them, c on 2.
+    assert betweenness(tiny_trace(CHAIN + "\n"), 1).tolist() == [0.0, 2.0, 2.0, 0.0]
+
+
+def test_betweenness_matches_networkx_on_random_traces() -> None:
+    for seed in range(5):
+        trace = tiny_trace(random_trace_text(seed))
+        graph = storage_graph(trace)
+        expected = nx.betweenness_centrality(graph, normalized=False, weight="weight")
+        assert betweenness(trace, 7).tolist() == [expected[n] for n in range(len(expected))]
+
+
+def test_ranks_put_the_most_central_first_and_break_ties_by_age() -> None:
+    assert ranks(np.array([0.0, 2.0, 2.0, 5.0])).tolist() == [3, 1, 2, 0]
+
+
+def test_cache_is_written_once_and_reused(tmp_path) -> None:
+    trace = tiny_trace(CHAIN + "\n")
+    first = load_betweenness(trace, 3, tmp_path)
+    path = cache_path(tmp_path, trace, 3)
+    stamp = path.stat().st_mtime_ns
+    assert load_betweenness(trace, 3, tmp_path).tolist() == first.tolist()
+    assert path.stat().st_mtime_ns == stamp
+
+
+def test_damaged_cache_is_recomputed(tmp_path) -> None:
+    trace = tiny_trace(CHAIN + "\n")
+    path = cache_path(tmp_path, trace, 3)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not parquet")
+    assert load_betweenness(trace, 3, tmp_path).tolist() == [0.0, 2.0, 2.0, 0.0]
+    assert path.read_bytes()[:4] == b"PAR1"
