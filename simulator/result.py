@@ -53,5 +53,11 @@ class Result:
     budget_hi: int | None  # None: no upper limit
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (tuples become lists)."""
-        return dataclasses.asdict(self)
+        """A JSON-ready dict: parameters as a mapping, other tuples as lists."""
+        fields = dataclasses.asdict(self)
+        return {
+            **fields,
+            "params": dict(self.params),
+            "first_evictions": list(self.first_evictions),
+            "last_evictions": list(self.last_evictions),
+        }

@@ -1,0 +1,106 @@
+"""Execution records (schema, append-only atomic files, gathering) and the guarded runner."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from dtrholes import records
+from dtrholes.records import RecordError, Request, Usage
+from dtrholes.runner import run_requests
+from simulator import get_policy, simulate
+from tests.tracegen import random_trace_text, tiny_trace
+
+TRACE = tiny_trace(random_trace_text(3))
+USAGE = Usage("2026-11-29T00:00:00+00:00", "2026-11-29T00:00:01+00:00", 1.0, 0.9, 1024)
+
+
+def load_tiny(name: str):
+    """Module-level, so the runner's worker process can unpickle it."""
+    return TRACE
+
+
+def request(budget: int, policy: str = "dtr", stage: str = "A") -> Request:
+    params = get_policy(policy).resolve(None)
+    return Request(TRACE.name, TRACE.sha256, policy, params, budget, stage=stage)
+
+
+def record_for(budget: int) -> dict:
+    req = request(budget)
+    return records.make_record(req, USAGE, simulate(TRACE, budget, "dtr"))
+
+
+def test_record_round_trip(tmp_path) -> None:
+    record = record_for(150)
+    path = records.write_record(record, tmp_path)
+    assert path.name == f"{record['run_id']}.json"
+    assert records.read_record(path) == json.loads(json.dumps(record))
+    assert record["code"]["package_version"] and record["environment"]["python"]
+
+
+def test_records_are_append_only(tmp_path) -> None:
+    records.write_record(record_for(150), tmp_path)
+    with pytest.raises(RecordError, match="a record with this run id"):
+        records.write_record(record_for(150), tmp_path)
+
+
+def test_run_id_depends_on_every_request_field() -> None:
+    base = request(150)
+    variants = [request(151), request(150, "lru"), request(150, stage="B")]
+    assert len({base.run_id, *(v.run_id for v in variants)}) == 4
+    assert request(150).run_id == base.run_id
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r["result"].update(outcome=3), "result/outcome|result"),
+        (lambda r: r.update(status="finished"), "status"),
+        (lambda r: r.pop("budget"), "budget"),
+        (lambda r: r.update(result=None), "result"),
+    ],
+)
+def test_invalid_records_name_the_file_and_field(tmp_path, edit, message) -> None:
+    record = record_for(150)
+    edit(record)
+    path = tmp_path / f"{record['run_id']}.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(RecordError) as info:
+        records.read_record(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_truncated_record_is_an_error(tmp_path) -> None:
+    path = records.write_record(record_for(150), tmp_path)
+    path.write_text(path.read_text()[:40])
+    with pytest.raises(RecordError, match="readable JSON"):
+        records.read_record(path)
+
+
+def test_gather_tabulates_every_record(tmp_path) -> None:
+    for budget in (120, 150, 10**6):
+        records.write_record(record_for(budget), tmp_path / "records")
+    assert records.gather(tmp_path / "records", tmp_path / "records.parquet") == 3
+    table = pq.read_table(tmp_path / "records.parquet").to_pylist()
+    assert sorted(row["budget"] for row in table) == [120, 150, 10**6]
+    assert all(row["outcome"] in {"ok", "oom", "thrashed"} for row in table)
+
+
+def test_runner_writes_one_record_per_request_and_resumes(tmp_path) -> None:
+    requests = [request(b) for b in (120, 150, 10**6)]
+    first = run_requests(requests[:2], load_tiny, tmp_path, guard_s=120, progress=lambda _: None)
+    lines: list[str] = []
+    paths = run_requests(requests, load_tiny, tmp_path, guard_s=120, progress=lines.append)
+    assert paths[:2] == first and len(lines) == 1  # only the missing request ran
+    for req, path in zip(requests, paths, strict=True):
+        record = records.read_record(path)
+        expected = simulate(TRACE, req.budget, "dtr").to_dict()
+        assert record["status"] == "complete" and record["result"] == expected
+
+
+def test_runner_records_a_timeout_when_the_guard_expires(tmp_path) -> None:
+    (path,) = run_requests([request(150)], load_tiny, tmp_path, guard_s=1e-4, progress=print)
+    record = records.read_record(path)
+    assert record["status"] == "timeout" and record["result"] is None

@@ -1,0 +1,202 @@
+"""Execution records: one schema-validated JSON file per simulation run, append-only."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import pyarrow as pa
+
+from dtrholes import provenance
+from simulator import Result, UserError
+from simulator.store import write_table
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.json"
+
+
+class RecordError(UserError):
+    """A record file that is unreadable, invalid against the schema, or already written."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one run is asked to do; its hash is the run id."""
+
+    trace: str
+    trace_sha256: str
+    policy: str
+    params: tuple[tuple[str, float], ...]
+    budget: int
+    ratio: float | None = None
+    overhead_cap: float | None = None
+    stage: str = "adhoc"
+    repeat: int = 0
+    protocol_version: str | None = None
+    amendments: tuple[str, ...] = ()
+
+    @property
+    def run_id(self) -> str:
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a run cost."""
+
+    started_utc: str
+    ended_utc: str
+    wall_s: float
+    cpu_s: float
+    peak_rss_bytes: int
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
+    """The record of one run; `result` None means the wall-clock guard stopped it."""
+    return {
+        "record_version": 1,
+        "run_id": request.run_id,
+        "trace": {"name": request.trace, "sha256": request.trace_sha256},
+        "policy": {"name": request.policy, "params": dict(request.params)},
+        "budget": request.budget,
+        "ratio": request.ratio,
+        "overhead_cap": request.overhead_cap,
+        "stage": request.stage,
+        "repeat": request.repeat,
+        "protocol": {"version": request.protocol_version, "amendments": list(request.amendments)},
+        "code": provenance.code(),
+        "environment": provenance.environment(),
+        **asdict(usage),
+        "status": "complete" if result is not None else "timeout",
+        "result": result.to_dict() if result is not None else None,
+    }
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
+
+
+def validate(record: dict, where: str) -> None:
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(record))
+    if error is not None:
+        path = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise RecordError(
+            f"{where}: {path}", "a record valid against record.schema.json", error.message
+        )
+
+
+def record_path(directory: Path, run_id: str) -> Path:
+    return Path(directory) / f"{run_id}.json"
+
+
+def write_record(record: dict, directory: Path) -> Path:
+    """Validate and write atomically; an existing record is never overwritten."""
+    path = record_path(directory, record["run_id"])
+    validate(record, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, sort_keys=True, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)  # fails if the record exists: records are append-only
+    except FileExistsError:
+        raise RecordError(str(path), "a new record", "a record with this run id") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def read_record(path: Path) -> dict:
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(str(path), "a readable JSON record", str(exc)) from None
+    validate(record, str(path))
+    if Path(path).stem != record["run_id"]:
+        raise RecordError(str(path), f"a file named after its run id {record['run_id']}", "another")
+    return record
+
+
+def read_records(directory: Path) -> list[dict]:
+    """Every record under `directory`, in file-name order; the first invalid one is an error."""
+    return [read_record(p) for p in sorted(Path(directory).rglob("*.json"))]
+
+
+_RESULT_COLUMNS = (
+    "outcome",
+    "clock",
+    "overhead",
+    "evictions",
+    "eviction_seq_sha256",
+    "max_depth",
+    "peak_pinned",
+    "peak_pinned_depth",
+    "budget_lo",
+    "budget_hi",
+)
+_COLUMNS = {
+    "run_id": pa.string(),
+    "trace": pa.string(),
+    "trace_sha256": pa.string(),
+    "policy": pa.string(),
+    "params": pa.string(),
+    "budget": pa.int64(),
+    "ratio": pa.float64(),
+    "stage": pa.string(),
+    "repeat": pa.int64(),
+    "protocol_version": pa.string(),
+    "status": pa.string(),
+    "outcome": pa.string(),
+    "clock": pa.int64(),
+    "overhead": pa.float64(),
+    "evictions": pa.int64(),
+    "eviction_seq_sha256": pa.string(),
+    "max_depth": pa.int64(),
+    "peak_pinned": pa.int64(),
+    "peak_pinned_depth": pa.int64(),
+    "budget_lo": pa.int64(),
+    "budget_hi": pa.int64(),
+    "wall_s": pa.float64(),
+}
+
+
+def _row(record: dict) -> dict:
+    result = record["result"] or {}
+    return {
+        "run_id": record["run_id"],
+        "trace": record["trace"]["name"],
+        "trace_sha256": record["trace"]["sha256"],
+        "policy": record["policy"]["name"],
+        "params": json.dumps(record["policy"]["params"], sort_keys=True),
+        "budget": record["budget"],
+        "ratio": record["ratio"],
+        "stage": record["stage"],
+        "repeat": record["repeat"],
+        "protocol_version": record["protocol"]["version"],
+        "status": record["status"],
+        "wall_s": record["wall_s"],
+        **{key: result.get(key) for key in _RESULT_COLUMNS},
+    }
+
+
+def gather(directory: Path, parquet: Path) -> int:
+    """Tabulate every record under `directory` into one Parquet file; returns the row count."""
+    rows = [_row(r) for r in read_records(directory)]
+    schema = pa.schema([pa.field(k, t) for k, t in _COLUMNS.items()])
+    write_table(pa.Table.from_pylist(rows, schema=schema), parquet)
+    return len(rows)
