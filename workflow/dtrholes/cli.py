@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from dtrholes import centrality, fetch
-from simulator import POLICIES, Result, UserError, budget_for, get_policy, simulate
+from dtrholes import centrality, fetch, plan, records, runner
+from dtrholes.records import Request
+from simulator import (
+    POLICIES,
+    Result,
+    Trace,
+    UserError,
+    budget_for,
+    get_policy,
+    peak_memory,
+    simulate,
+)
 
 
 def _param(text: str) -> tuple[str, float]:
@@ -89,10 +101,95 @@ def _describe(r: Result) -> str:
     return "\n".join(lines)
 
 
+def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fetch", help="fetch, verify and compile the traces into a data directory")
+    p.add_argument("--data", type=Path, required=True, help="data directory")
+    p.add_argument("--archive", default=None, help="archive file or URL (default: canonical)")
+    p.set_defaults(run=_fetch)
+
+    p = sub.add_parser("baseline", help="a trace's peak memory, model compute and checksum")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
+    p.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    p.set_defaults(run=_baseline)
+
+    p = sub.add_parser("sweep", help="run one job of a protocol stage, one record per point")
+    p.add_argument("--protocol", type=Path, required=True)
+    p.add_argument("--stage", choices=["A"], required=True)
+    p.add_argument("--trace", required=True)
+    p.add_argument("--policy", required=True)
+    p.add_argument("--job", type=int, required=True, help="0-based job index")
+    p.add_argument("--points-per-job", type=int, required=True)
+    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
+    p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
+    p.add_argument("--records", type=Path, required=True, help="directory of execution records")
+    p.add_argument("--out", type=Path, required=True, help="JSON list of the job's run ids")
+    p.set_defaults(run=_sweep)
+
+    p = sub.add_parser("gather", help="tabulate execution records into Parquet")
+    p.add_argument("--records", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=lambda a: print(f"{records.gather(a.records, a.out)} records"))
+
+
+def _fetch(args: argparse.Namespace) -> None:
+    archive = fetch.fetch_archive(args.data, args.archive)
+    for entry in fetch.read_sheet():
+        trace = fetch.load_trace(entry.name, args.data, str(archive))
+        print(f"{entry.name}: {trace.n_ops} operators, {fetch.compiled_path(args.data, entry)}")
+
+
+def _baseline(args: argparse.Namespace) -> None:
+    trace = fetch.load_trace(args.trace, args.data, str(args.data / fetch.ARCHIVE_NAME))
+    baseline = {
+        "trace": trace.name,
+        "sha256": trace.sha256,
+        "peak_memory": peak_memory(trace),
+        "model_compute": trace.model_compute,
+    }
+    _write_json(args.out, baseline)
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    protocol = plan.read_protocol(args.protocol)
+    baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
+    points = plan.job_points(
+        plan.stage_a_points(protocol, args.trace), args.points_per_job, args.job
+    )
+    params = get_policy(args.policy).resolve(protocol["policies"].get(args.policy))
+    requests = [
+        Request(
+            trace=args.trace,
+            trace_sha256=baseline["sha256"],
+            policy=args.policy,
+            params=params,
+            budget=int(baseline["peak_memory"] * p.ratio),
+            ratio=p.ratio,
+            overhead_cap=protocol["limits"]["overhead_cap"],
+            stage=args.stage,
+            repeat=p.repeat,
+        )
+        for p in points
+    ]
+    load = functools.partial(_load_from, data=args.data)
+    paths = runner.run_requests(requests, load, args.records, protocol["limits"]["wall_clock_s"])
+    _write_json(args.out, [path.stem for path in paths])
+
+
+def _load_from(name: str, data: Path) -> Trace:
+    return fetch.load_trace(name, data, str(data / fetch.ARCHIVE_NAME))
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtr-holes", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     _add_simulate(sub)
+    _add_pipeline_steps(sub)
     return p
 
 

@@ -1,0 +1,20 @@
+# dtr-holes: from DTR's published traces to feasibility holes. Table of contents only; each
+# stage lives in workflow/rules/, its logic in the tested `dtrholes` package.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/fetch.smk"
+include: "workflow/rules/baseline.smk"
+include: "workflow/rules/sweep.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_outputs(),

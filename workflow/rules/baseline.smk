@@ -1,0 +1,13 @@
+rule baseline_trace:
+    input:
+        archive="data/dtr-logs.zip",
+    output:
+        "results/baselines/{trace}.json",
+    log:
+        "results/logs/baseline/{trace}.log",
+    benchmark:
+        "results/benchmarks/baseline/{trace}.tsv"
+    params:
+        cli=DTR_HOLES,
+    shell:
+        "{params.cli} baseline --trace {wildcards.trace} --data data --out {output} > {log} 2>&1"

@@ -1,0 +1,10 @@
+rule fetch_traces:
+    output:
+        archive="data/dtr-logs.zip",
+    log:
+        "results/logs/fetch_traces.log",
+    params:
+        cli=DTR_HOLES,
+        archive=f"--archive {config['archive']}" if config["archive"] else "",
+    shell:
+        "{params.cli} fetch --data data {params.archive} > {log} 2>&1"
