@@ -461,11 +461,11 @@ def _choose_covering(params, request, budget, g, sv, stor) -> int:
 @njit(cache=True)
 def _lowest_of_largest(k, clock, g, sv, stor) -> int:
     """The lowest e*/staleness among the k largest pool storages (size, then root id)."""
-    largest = np.full(max(k, 1), -1, np.int64)
+    largest = np.full(max(min(k, sv.shape[1]), 1), -1, np.int64)
     s = g[POOL_HEAD]
     while s >= 0:
         # Insert s into the sorted top-k, larger (then older) first.
-        i = min(k, len(largest)) - 1
+        i = len(largest) - 1
         if largest[i] < 0 or _bigger(s, largest[i], stor):
             while i > 0 and (largest[i - 1] < 0 or _bigger(s, largest[i - 1], stor)):
                 largest[i] = largest[i - 1]

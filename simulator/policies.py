@@ -16,11 +16,12 @@ class Param:
     name: str
     default: float
     low: float = 0.0
-    high: float = math.inf
+    high: float = 1e9
     integer: bool = False
 
     def check(self, policy: str, value: float) -> float:
-        ok = isinstance(value, int | float) and self.low <= value <= self.high
+        ok = isinstance(value, int | float) and math.isfinite(value)
+        ok = ok and self.low <= value <= self.high
         if ok and self.integer:
             ok = float(value).is_integer()
         if not ok:

@@ -1,5 +1,7 @@
 """A slow, obviously-correct replay of simrd's RuntimeV2EagerOptimized, to cross-check simulators.
 
+Besides simrd's six heuristics it runs the study's five policies (SCORES, DEFAULT_PARAMS).
+
 Evicted neighbourhoods are recomputed from scratch at every score. simrd instead keeps them up to
 date at evictions and recomputations, so an operator that has not run yet is invisible to them:
 we get the same by ignoring tensors whose operator never ran (`Tensor.born`). simrd can still
@@ -13,6 +15,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from simulator import centrality
 from simulator.trace import COMPUTE, GET, PIN, RELEASE, Trace
 
 
@@ -41,6 +46,8 @@ class Storage:
     """A buffer shared by a tensor and its aliases; the unit that is evicted."""
 
     size: int
+    index: int  # storages are numbered in creation order (centrality ranks are indexed so)
+    root: int  # id of the tensor that allocated it (TwoPhase's last tie-break)
     tensors: list[Tensor] = field(default_factory=list)
     material: bool = False
     locks: int = 0
@@ -121,6 +128,23 @@ def evicted_neighbours(s: Storage) -> set[Storage]:
     return {n for n in near if not n.material and n is not s}
 
 
+def children(t: Tensor) -> list[Tensor]:
+    return t.children
+
+
+def parents(t: Tensor) -> list[Tensor]:
+    return t.parents
+
+
+def region_count(s: Storage) -> int:
+    """|e*(s)|: storages in the forward and in the reverse evicted region."""
+    return len(evicted_region(s, children)) + len(evicted_region(s, parents))
+
+
+def e_star(s: Storage) -> int:
+    return s.compute + region_compute(s, children) + region_compute(s, parents)
+
+
 def ratio(numerator: int, denominator: float) -> float:
     # int / int true division is what simrd does, so it rounds exactly once.
     return numerator / denominator if denominator > 0 else math.inf
@@ -130,41 +154,67 @@ def staleness(s: Storage, clock: int) -> float:
     return clock - s.last_access
 
 
-def score_dtr(s: Storage, clock: int) -> float:
-    forward = region_compute(s, lambda t: t.children)
-    backward = region_compute(s, lambda t: t.parents)
-    return ratio(s.compute + forward + backward, s.size * staleness(s, clock))
+Params = dict[str, float]
 
 
-def score_dtr_eqclass(s: Storage, clock: int) -> float:
+def score_dtr(s: Storage, clock: int, params: Params) -> float:
+    return ratio(e_star(s), s.size * staleness(s, clock))
+
+
+def score_dtr_eqclass(s: Storage, clock: int, params: Params) -> float:
     classes = {id(n.eq_class): n.eq_class for n in evicted_neighbours(s)}
     lumped = sum(c.value for c in classes.values())
     return ratio(s.compute + lumped, s.size * staleness(s, clock))
 
 
-def score_dtr_local(s: Storage, clock: int) -> float:
+def score_dtr_local(s: Storage, clock: int, params: Params) -> float:
     return ratio(s.compute, s.size * staleness(s, clock))
 
 
-def score_msps(s: Storage, clock: int) -> float:
-    return ratio(s.compute + region_compute(s, lambda t: t.parents), s.size)
+def score_msps(s: Storage, clock: int, params: Params) -> float:
+    return ratio(s.compute + region_compute(s, parents), s.size)
 
 
-def score_lru(s: Storage, clock: int) -> float:
+def score_lru(s: Storage, clock: int, params: Params) -> float:
     return s.last_access
 
 
-def score_largest_storage(s: Storage, clock: int) -> float:
+def score_largest_storage(s: Storage, clock: int, params: Params) -> float:
     return ratio(1, s.size)
 
 
-SCORES: dict[str, Callable[[Storage, int], float]] = {
+def score_nbhd_penalty(s: Storage, clock: int, params: Params) -> float:
+    return score_dtr(s, clock, params) * (1 + params["b"] * region_count(s))
+
+
+def score_he_star(s: Storage, clock: int, params: Params) -> float:
+    return float(region_count(s))
+
+
+def score_cost_stale(s: Storage, clock: int, params: Params) -> float:
+    return ratio(e_star(s), staleness(s, clock))
+
+
+# Each policy's score. Most evict by DTR's choose on it; TwoPhase ranks its candidates by
+# e*/staleness and TControlInspired runs DTR among its unlocked storages (see Replay.choose).
+SCORES: dict[str, Callable[[Storage, int, Params], float]] = {
     "dtr": score_dtr,
     "dtr-eqclass": score_dtr_eqclass,
     "dtr-local": score_dtr_local,
     "msps": score_msps,
     "lru": score_lru,
     "largest-storage": score_largest_storage,
+    "nbhd-penalty": score_nbhd_penalty,
+    "two-phase": score_cost_stale,
+    "he-star": score_he_star,
+    "cost-stale": score_cost_stale,
+    "tcontrol-inspired": score_dtr,
+}
+
+DEFAULT_PARAMS: dict[str, Params] = {
+    "nbhd-penalty": {"b": 0.25},
+    "two-phase": {"k": 8},
+    "tcontrol-inspired": {"alpha": 0.3, "floor": 0.01, "seed": 20260926},
 }
 
 
@@ -176,13 +226,18 @@ def build_graph(trace: Trace) -> tuple[list[Op], list[Tensor]]:
     """
     ops: list[Op] = []
     tensors: list[Tensor] = []
+    n_storages = 0
     for i in range(trace.n_ops):
         op = Op(int(trace.op_cost[i]))
         args = [tensors[a] for a in trace.op_args[trace.op_arg_ptr[i] : trace.op_arg_ptr[i + 1]]]
         for t in range(trace.op_out_ptr[i], trace.op_out_ptr[i + 1]):
             alias = int(trace.tensor_alias[t])
             size = int(trace.tensor_size[t])
-            storage = args[alias].storage if alias >= 0 else Storage(size)
+            if alias >= 0:
+                storage = args[alias].storage
+            else:
+                storage = Storage(size, index=n_storages, root=t)
+                n_storages += 1
             tensor = Tensor(trace.tensor_names[t], op, size, storage, args)
             op.outputs.append(tensor)
             tensors.append(tensor)
@@ -193,9 +248,14 @@ def build_graph(trace: Trace) -> tuple[list[Op], list[Tensor]]:
 class Replay:
     """Mutable state of one replay; every method mirrors one step of simrd's runtime."""
 
-    def __init__(self, budget: int, score: Callable[[Storage, int], float], remat_limit: float):
+    def __init__(
+        self, budget: int, policy: str, params: Params, ranks: np.ndarray, remat_limit: float
+    ):
         self.budget = budget
-        self.score = score
+        self.policy = policy
+        self.score = SCORES[policy]
+        self.params = params
+        self.ranks = ranks
         self.remat_limit = remat_limit
         self.clock = 1
         self.memory = 0
@@ -206,6 +266,7 @@ class Replay:
         self.evicted: list[str] = []
         self.evals = 0
         self.eager_frees = 0
+        self.lock_fallbacks = 0
 
     def lock(self, s: Storage) -> None:
         assert s.material
@@ -245,11 +306,18 @@ class Replay:
         s.eq_class.members.discard(s)
         s.eq_class = None
 
-    def choose(self) -> Storage:
-        """The last storage of minimal score, stopping early at the first zero score."""
+    def choose(self, request: int) -> Storage:
+        if self.policy == "two-phase":
+            return self.choose_covering(request)
+        if self.policy == "tcontrol-inspired":
+            return self.choose_uncentral()
+        return self.scan(self.pool)
+
+    def scan(self, candidates: list[Storage]) -> Storage:
+        """The last candidate of minimal score, stopping early at the first zero score."""
         best_score, best = math.inf, None
-        for s in self.pool:
-            score = self.score(s, self.clock)
+        for s in candidates:
+            score = self.score(s, self.clock, self.params)
             self.evals += 1
             if score <= best_score:
                 best_score, best = score, s
@@ -257,11 +325,35 @@ class Replay:
                 break
         return best
 
+    def choose_covering(self, request: int) -> Storage:
+        """TwoPhase: the lowest e*/staleness among storages that alone cover the shortfall (else
+        among the k largest), ties to the larger, then the older storage."""
+        need = max(self.memory + request - self.budget, 1)
+        candidates = [s for s in self.pool if s.size >= need]
+        if not candidates:
+            by_size = sorted(self.pool, key=lambda s: (-s.size, s.root))
+            candidates = by_size[: int(self.params["k"])]
+        self.evals += len(candidates)
+        return min(
+            candidates, key=lambda s: (self.score(s, self.clock, self.params), -s.size, s.root)
+        )
+
+    def choose_uncentral(self) -> Storage:
+        """TControlInspired: DTR's choice outside the ceil(K*N) most central storages."""
+        residual = max(self.budget - self.memory, 0)
+        share = self.params["alpha"] * residual / self.budget if self.budget > 0 else 0.0
+        n_locked = math.ceil((share + self.params["floor"]) * len(self.ranks))
+        unlocked = [s for s in self.pool if self.ranks[s.index] >= n_locked]
+        if unlocked:
+            return self.scan(unlocked)
+        self.lock_fallbacks += 1
+        return self.scan(self.pool)
+
     def free(self, size: int) -> None:
         while self.memory + size > self.budget:
             if not self.pool:
                 raise OutOfMemory
-            victim = self.choose()
+            victim = self.choose(size)
             self.evict(victim)
             self.evicted.append(victim.root_name)
 
@@ -356,13 +448,28 @@ class Replay:
             "evicted": list(self.evicted),
             "heuristic_evals": self.evals,
             "eager_frees": self.eager_frees,
+            "lock_fallbacks": self.lock_fallbacks,
         }
 
 
-def naive_simulate(trace: Trace, budget: int, policy: str, remat_limit: float = math.inf) -> dict:
-    """Replay `trace` under `budget` bytes with one of SCORES' policies, the slow way."""
+def naive_simulate(
+    trace: Trace,
+    budget: int,
+    policy: str,
+    remat_limit: float = math.inf,
+    params: Params | None = None,
+    ranks: np.ndarray | None = None,
+) -> dict:
+    """Replay `trace` under `budget` bytes with one of SCORES' policies, the slow way.
+
+    `params` override DEFAULT_PARAMS. `ranks`: each storage's centrality rank (0 = most central)
+    for tcontrol-inspired; computed with simulator.centrality and the `seed` param if not given.
+    """
+    params = {**DEFAULT_PARAMS.get(policy, {}), **(params or {})}
+    if ranks is None and policy == "tcontrol-inspired":
+        ranks = centrality.ranks(centrality.betweenness(trace, int(params["seed"])))
     ops, tensors = build_graph(trace)
-    replay = Replay(budget, SCORES[policy], remat_limit)
+    replay = Replay(budget, policy, params, ranks, remat_limit)
     try:
         for kind, arg in zip(trace.cmd_kind.tolist(), trace.cmd_arg.tolist(), strict=True):
             replay.step(kind, arg, ops, tensors)
