@@ -12,6 +12,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/sweep.smk"
+include: "workflow/rules/holes.smk"
 
 
 rule all:

@@ -80,7 +80,8 @@ def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:
         "fetch_traces": 1,
         "gather_records": 1,
         "sweep_stage_a": 4,
-        "total": 8,
+        "tabulate_holes": 1,
+        "total": 9,
     }
 
 
@@ -93,6 +94,8 @@ def test_full_run_writes_valid_records_and_reruns_nothing(scenario: Path) -> Non
     table = pq.read_table(scenario / "results" / "records.parquet").to_pylist()
     outcomes = {(row["policy"], row["ratio"], row["outcome"]) for row in table}
     assert ("dtr", 0.1, "ok") in outcomes and ("nbhd-penalty", 0.11, "ok") in outcomes
+    holes = (scenario / "results" / "holes" / "holes.md").read_text()
+    assert "| resnet32 | dtr | 3 |" in holes and "| resnet32 | nbhd-penalty | 3 |" in holes
     assert "Nothing to be done" in snakemake(scenario, "-n")
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dtrholes import centrality, fetch, plan, records, runner
+from dtrholes import centrality, fetch, holes, plan, records, runner
 from dtrholes.records import Request
 from simulator import (
     POLICIES,
@@ -125,6 +125,12 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--records", type=Path, required=True, help="directory of execution records")
     p.add_argument("--out", type=Path, required=True, help="JSON list of the job's run ids")
     p.set_defaults(run=_sweep)
+
+    p = sub.add_parser("holes", help="count feasibility holes per trace and policy")
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--out", type=Path, required=True, help="holes table (Parquet)")
+    p.add_argument("--markdown", type=Path, required=True, help="holes table (Markdown)")
+    p.set_defaults(run=lambda a: print(f"{holes.tabulate(a.records, a.out, a.markdown)} series"))
 
     p = sub.add_parser("gather", help="tabulate execution records into Parquet")
     p.add_argument("--records", type=Path, required=True)

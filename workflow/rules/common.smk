@@ -36,4 +36,4 @@ def stage_a_outputs():
 
 
 def all_outputs():
-    return ["results/records.parquet"]
+    return ["results/records.parquet", "results/holes/holes.md"]

@@ -1,0 +1,172 @@
+"""Feasibility holes in a series of sampled budgets, counted by the study's rules."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from simulator import UserError
+from simulator.store import write_table
+
+FAILING = ("oom", "thrashed")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The outcome at one sampled budget: ok, oom, thrashed, or timeout (unresolved)."""
+
+    budget: int
+    ratio: float | None
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Region:
+    """A maximal run of failing samples with a completing sample just below and just above."""
+
+    ok_below: int
+    first_fail: int
+    last_fail: int
+    ok_above: int
+    failing: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One trace × policy series, as the study's Table 1 counts it."""
+
+    samples: int
+    first_success: int | None
+    failing_above: tuple[int, ...]  # failing budgets above the first success
+    oom_above: int
+    thrashed_above: int
+    regions: tuple[Region, ...]
+    stable_from: int | None  # lowest budget from which every higher resolved sample completes
+    unresolved: int
+
+
+def collapse(samples: list[Sample]) -> list[Sample]:
+    """One sample per budget; repeats that disagree are an error, never averaged."""
+    by_budget: dict[int, set[str]] = defaultdict(set)
+    ratio: dict[int, float | None] = {}
+    for s in samples:
+        by_budget[s.budget].add(s.outcome)
+        ratio[s.budget] = s.ratio
+    disagreeing = {b: sorted(o) for b, o in by_budget.items() if len(o) > 1}
+    if disagreeing:
+        budget, outcomes = min(disagreeing.items())
+        raise UserError(f"budget {budget}", "repeats with one outcome", " and ".join(outcomes))
+    return [Sample(b, ratio[b], next(iter(by_budget[b]))) for b in sorted(by_budget)]
+
+
+def _regions(resolved: list[Sample]) -> tuple[Region, ...]:
+    regions, run = [], []
+    for i, s in enumerate(resolved):
+        if s.outcome in FAILING:
+            run.append(i)
+            continue
+        if run and run[0] > 0 and resolved[run[0] - 1].outcome == "ok":
+            below = resolved[run[0] - 1].budget
+            first, last = resolved[run[0]].budget, resolved[run[-1]].budget
+            regions.append(Region(below, first, last, s.budget, len(run)))
+        run = []
+    return tuple(regions)
+
+
+def summarise(samples: list[Sample]) -> Summary:
+    series = collapse(samples)
+    resolved = [s for s in series if s.outcome != "timeout"]  # timeouts split no region
+    first = next((s.budget for s in resolved if s.outcome == "ok"), None)
+    above = [s for s in resolved if first is not None and s.budget > first]
+    failing = tuple(s.budget for s in above if s.outcome in FAILING)
+    stable = None
+    for s in reversed(resolved):
+        if s.outcome != "ok":
+            break
+        stable = s.budget
+    return Summary(
+        samples=len(series),
+        first_success=first,
+        failing_above=failing,
+        oom_above=sum(s.outcome == "oom" for s in above),
+        thrashed_above=sum(s.outcome == "thrashed" for s in above),
+        regions=_regions(resolved),
+        stable_from=stable,
+        unresolved=len(series) - len(resolved),
+    )
+
+
+def _samples(rows: list[dict]) -> list[Sample]:
+    return [
+        Sample(r["budget"], r["ratio"], r["outcome"] if r["status"] == "complete" else "timeout")
+        for r in rows
+    ]
+
+
+def tabulate(records_table: Path, out: Path, markdown: Path) -> int:
+    """Summarise every trace × policy series of a records table; returns the row count."""
+    try:
+        rows = pq.read_table(records_table).to_pylist()
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(str(records_table), "a records table", str(exc)) from None
+    series: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        series[row["trace"], row["policy"]].append(row)
+    table = [
+        {"trace": t, "policy": p, **_flat(summarise(_samples(r)))}
+        for (t, p), r in sorted(series.items())
+    ]
+    write_table(pa.Table.from_pylist(table, schema=_SCHEMA), out)
+    markdown.write_text(_markdown(table), encoding="utf-8")
+    return len(table)
+
+
+def _flat(summary: Summary) -> dict:
+    values = asdict(summary)
+    values["failing_above"] = len(summary.failing_above)
+    values["regions"] = len(summary.regions)
+    values["region_brackets"] = json.dumps([asdict(r) for r in summary.regions])
+    return values
+
+
+_SCHEMA = pa.schema(
+    [
+        ("trace", pa.string()),
+        ("policy", pa.string()),
+        ("samples", pa.int64()),
+        ("first_success", pa.int64()),
+        ("failing_above", pa.int64()),
+        ("oom_above", pa.int64()),
+        ("thrashed_above", pa.int64()),
+        ("regions", pa.int64()),
+        ("region_brackets", pa.string()),
+        ("stable_from", pa.int64()),
+        ("unresolved", pa.int64()),
+    ]
+)
+
+
+def _bracket(r: dict) -> str:
+    fails = f"{r['first_fail']:,} … {r['last_fail']:,} fail"
+    return f"{r['ok_below']:,} ok | {fails} | {r['ok_above']:,} ok"
+
+
+def _markdown(table: list[dict]) -> str:
+    lines = [
+        "| trace | policy | samples | first success | failing above (OOM / thrashed) | regions "
+        "| edge brackets (bytes) | stable from | unresolved |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in table:
+        brackets = "<br>".join(_bracket(r) for r in json.loads(row["region_brackets"])) or "–"
+        lines.append(
+            f"| {row['trace']} | {row['policy']} | {row['samples']} | {row['first_success']} "
+            f"| {row['failing_above']} ({row['oom_above']} / {row['thrashed_above']}) "
+            f"| {row['regions']} | {brackets} | {row['stable_from']} | {row['unresolved']} |"
+        )
+    return "\n".join(lines) + "\n"
