@@ -42,3 +42,15 @@ def test_unreadable_protocol_is_one_user_error(tmp_path: Path) -> None:
     (tmp_path / "q.yaml").write_text("- just a list")
     with pytest.raises(UserError, match="a mapping"):
         plan.read_protocol(tmp_path / "q.yaml")
+
+
+def test_stage_c_samples_inside_every_interval_on_the_fine_grid() -> None:
+    protocol = plan.read_protocol(REPO / "protocol" / "base.yaml")
+    points = plan.stage_c_points(protocol, trace_index=3)
+    assert len(points) == 2 * 25 + 30  # two per interval below 0.30, one from 0.30 up
+    grid_a = plan.grid(0.05, 0.60, 0.01)
+    for p in points:
+        assert p.ratio not in grid_a and 0.05 < p.ratio < 0.60
+        assert abs(p.ratio * 10_000 - round(p.ratio * 10_000)) < 1e-6
+    assert len({p.ratio for p in points}) == len(points)
+    assert plan.stage_c_points(protocol, 3) == points != plan.stage_c_points(protocol, 4)

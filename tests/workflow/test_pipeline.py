@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +33,12 @@ limits:
 stage_a:
   ratios: {start: 0.10, stop: 0.12, step: 0.01}
   repeats: {share: 0.3, count: 3, seed: 20260926}
+stage_c:
+  step: 0.001
+  dense_below: 0.115
+  dense: 2
+  sparse: 1
+  seed: 20260927
 """
 
 CONFIG = """\
@@ -50,6 +57,7 @@ def scenario(tmp_path: Path) -> Path:
     (tmp_path / "protocol").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(CONFIG)
     (tmp_path / "protocol" / "base.yaml").write_text(PROTOCOL)
+    shutil.copy(REPO / "config" / "traces.tsv", tmp_path / "config" / "traces.tsv")
     return tmp_path
 
 
@@ -74,30 +82,32 @@ def planned(output: str) -> dict[str, int]:
 
 
 def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:
-    # 3 ratios, one of them three times: 5 points per policy, 3 per job -> 2 jobs per policy.
+    # Stage A: 3 ratios, one of them three times: 5 points per policy, 3 per job -> 2 jobs.
+    # Stage C: 2 samples inside each of the 2 intervals: 4 points per policy -> 2 jobs.
     jobs = planned(snakemake(scenario, "-n"))
     assert jobs == {
         "all": 1,
         "baseline_trace": 1,
         "fetch_traces": 1,
         "gather_records": 1,
-        "sweep_stage_a": 4,
+        "sweep_stage": 8,
         "tabulate_holes": 1,
-        "total": 9,
+        "total": 13,
     }
 
 
 def test_full_run_writes_valid_records_and_reruns_nothing(scenario: Path) -> None:
     snakemake(scenario)
     found = records.read_records(scenario / "results" / "records")
-    assert len(found) == 10
+    assert len(found) == 18
+    assert sorted(r["stage"] for r in found) == ["A"] * 10 + ["C"] * 8
     assert {r["status"] for r in found} == {"complete"}
     assert {r["policy"]["name"] for r in found} == {"dtr", "nbhd-penalty"}
     table = pq.read_table(scenario / "results" / "records.parquet").to_pylist()
     outcomes = {(row["policy"], row["ratio"], row["outcome"]) for row in table}
     assert ("dtr", 0.1, "ok") in outcomes and ("nbhd-penalty", 0.11, "ok") in outcomes
     holes = (scenario / "results" / "holes" / "holes.md").read_text()
-    assert "| resnet32 | dtr | 3 |" in holes and "| resnet32 | nbhd-penalty | 3 |" in holes
+    assert "| resnet32 | dtr | 7 |" in holes and "| resnet32 | nbhd-penalty | 7 |" in holes
     assert "Nothing to be done" in snakemake(scenario, "-n")
 
 
@@ -138,10 +148,10 @@ def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(scenario:
         time.sleep(0.05)
     os.killpg(run.pid, signal.SIGKILL)  # mid-sweep: the job and its worker die at once
     run.wait()
-    assert 0 < len(list(written.glob("*.json"))) < 10
+    assert 0 < len(list(written.glob("*.json"))) < 18
     snakemake(scenario, "--unlock")
     snakemake(scenario, "--rerun-incomplete")
     found = records.read_records(written)  # every file parses and validates
-    assert len(found) == 10 and len({r["run_id"] for r in found}) == 10
+    assert len(found) == 18 and len({r["run_id"] for r in found}) == 18
     table = pq.read_table(scenario / "results" / "records.parquet")
-    assert table.num_rows == 10
+    assert table.num_rows == 18

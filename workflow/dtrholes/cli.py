@@ -105,17 +105,19 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fetch", help="fetch, verify and compile the traces into a data directory")
     p.add_argument("--data", type=Path, required=True, help="data directory")
     p.add_argument("--archive", default=None, help="archive file or URL (default: canonical)")
+    _add_sheet(p)
     p.set_defaults(run=_fetch)
 
     p = sub.add_parser("baseline", help="a trace's peak memory, model compute and checksum")
     p.add_argument("--trace", required=True)
     p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
     p.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    _add_sheet(p)
     p.set_defaults(run=_baseline)
 
     p = sub.add_parser("sweep", help="run one job of a protocol stage, one record per point")
     p.add_argument("--protocol", type=Path, required=True)
-    p.add_argument("--stage", choices=["A"], required=True)
+    p.add_argument("--stage", type=str.upper, choices=["A", "C"], required=True)
     p.add_argument("--trace", required=True)
     p.add_argument("--policy", required=True)
     p.add_argument("--job", type=int, required=True, help="0-based job index")
@@ -124,6 +126,7 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
     p.add_argument("--records", type=Path, required=True, help="directory of execution records")
     p.add_argument("--out", type=Path, required=True, help="JSON list of the job's run ids")
+    _add_sheet(p)
     p.set_defaults(run=_sweep)
 
     p = sub.add_parser("holes", help="count feasibility holes per trace and policy")
@@ -138,15 +141,19 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=lambda a: print(f"{records.gather(a.records, a.out)} records"))
 
 
+def _add_sheet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sheet", type=Path, default=fetch.DEFAULT_SHEET, help="the trace sheet")
+
+
 def _fetch(args: argparse.Namespace) -> None:
-    archive = fetch.fetch_archive(args.data, args.archive)
-    for entry in fetch.read_sheet():
-        trace = fetch.load_trace(entry.name, args.data, str(archive))
+    archive = fetch.fetch_archive(args.data, args.archive, sheet=args.sheet)
+    for entry in fetch.read_sheet(args.sheet):
+        trace = fetch.load_trace(entry.name, args.data, str(archive), sheet=args.sheet)
         print(f"{entry.name}: {trace.n_ops} operators, {fetch.compiled_path(args.data, entry)}")
 
 
 def _baseline(args: argparse.Namespace) -> None:
-    trace = fetch.load_trace(args.trace, args.data, str(args.data / fetch.ARCHIVE_NAME))
+    trace = _load_from(args.trace, args.data, args.sheet)
     baseline = {
         "trace": trace.name,
         "sha256": trace.sha256,
@@ -159,8 +166,9 @@ def _baseline(args: argparse.Namespace) -> None:
 def _sweep(args: argparse.Namespace) -> None:
     protocol = plan.read_protocol(args.protocol)
     baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
+    index = [entry.name for entry in fetch.read_sheet(args.sheet)].index(args.trace)
     points = plan.job_points(
-        plan.stage_a_points(protocol, args.trace), args.points_per_job, args.job
+        plan.stage_points(protocol, args.stage, args.trace, index), args.points_per_job, args.job
     )
     params = get_policy(args.policy).resolve(protocol["policies"].get(args.policy))
     requests = [
@@ -177,13 +185,13 @@ def _sweep(args: argparse.Namespace) -> None:
         )
         for p in points
     ]
-    load = functools.partial(_load_from, data=args.data)
+    load = functools.partial(_load_from, data=args.data, sheet=args.sheet)
     paths = runner.run_requests(requests, load, args.records, protocol["limits"]["wall_clock_s"])
     _write_json(args.out, [path.stem for path in paths])
 
 
-def _load_from(name: str, data: Path) -> Trace:
-    return fetch.load_trace(name, data, str(data / fetch.ARCHIVE_NAME))
+def _load_from(name: str, data: Path, sheet: Path) -> Trace:
+    return fetch.load_trace(name, data, str(data / fetch.ARCHIVE_NAME), sheet=sheet)
 
 
 def _write_json(path: Path, value: object) -> None:

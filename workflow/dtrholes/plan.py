@@ -47,6 +47,26 @@ def stage_a_points(protocol: dict, trace: str) -> list[Point]:
     return [Point(r, i) for r in ratios for i in range(repeats["count"] if r in chosen else 1)]
 
 
+def stage_c_points(protocol: dict, trace_index: int) -> list[Point]:
+    """Stage C: seeded ratios on a fine grid strictly inside each Stage A interval."""
+    spec = protocol["stage_c"]
+    ratios = grid(**protocol["stage_a"]["ratios"])
+    rng = random.Random(spec["seed"] + trace_index)
+    points = []
+    for low, high in zip(ratios, ratios[1:], strict=False):
+        inside = grid(low, high, spec["step"])[1:-1]
+        count = spec["dense"] if low < spec["dense_below"] else spec["sparse"]
+        points += [Point(r, 0) for r in sorted(rng.sample(inside, count))]
+    return points
+
+
+def stage_points(protocol: dict, stage: str, trace: str, trace_index: int) -> list[Point]:
+    """The points `stage` asks for on one trace."""
+    if stage == "A":
+        return stage_a_points(protocol, trace)
+    return stage_c_points(protocol, trace_index)
+
+
 def job_count(points: list[Point], per_job: int) -> int:
     return max(1, math.ceil(len(points) / per_job))
 

@@ -9,5 +9,7 @@ rule baseline_trace:
         "results/benchmarks/baseline/{trace}.tsv"
     params:
         cli=DTR_HOLES,
+        sheet=config["trace_sheet"],
     shell:
-        "{params.cli} baseline --trace {wildcards.trace} --data data --out {output} > {log} 2>&1"
+        "{params.cli} baseline --trace {wildcards.trace} --data data --sheet {params.sheet}"
+        " --out {output} > {log} 2>&1"

@@ -3,7 +3,7 @@ import sys
 
 from snakemake.utils import validate
 
-from dtrholes import plan
+from dtrholes import fetch, plan
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 DTR_HOLES = f'"{sys.executable}" -m dtrholes'
@@ -19,19 +19,24 @@ wildcard_constraints:
     trace="|".join(TRACES),
     policy="|".join(POLICIES),
     job=r"\d+",
+    stage="a|c",
 
 
-def stage_a_jobs(trace):
-    points = plan.stage_a_points(PROTOCOL, trace)
+SHEET = [entry.name for entry in fetch.read_sheet(config["trace_sheet"])]
+
+
+def stage_jobs(stage, trace):
+    points = plan.stage_points(PROTOCOL, stage, trace, SHEET.index(trace))
     return range(plan.job_count(points, config["points_per_job"]))
 
 
-def stage_a_outputs():
+def sweep_outputs():
     return [
-        f"results/stage_a/{trace}/{policy}/job{job}.json"
+        f"results/stage_{stage.lower()}/{trace}/{policy}/job{job}.json"
+        for stage in ("A", "C")
         for trace in TRACES
         for policy in POLICIES
-        for job in stage_a_jobs(trace)
+        for job in stage_jobs(stage, trace)
     ]
 
 

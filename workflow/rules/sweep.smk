@@ -1,27 +1,29 @@
-rule sweep_stage_a:
+rule sweep_stage:
     input:
         baseline="results/baselines/{trace}.json",
         archive="data/dtr-logs.zip",
     output:
-        "results/stage_a/{trace}/{policy}/job{job}.json",
+        "results/stage_{stage}/{trace}/{policy}/job{job}.json",
     log:
-        "results/logs/stage_a/{trace}/{policy}/job{job}.log",
+        "results/logs/stage_{stage}/{trace}/{policy}/job{job}.log",
     benchmark:
-        "results/benchmarks/stage_a/{trace}/{policy}/job{job}.tsv"
+        "results/benchmarks/stage_{stage}/{trace}/{policy}/job{job}.tsv"
     params:
         cli=DTR_HOLES,
+        sheet=config["trace_sheet"],
         protocol=config["protocol"],
         per_job=config["points_per_job"],
     shell:
-        "{params.cli} sweep --protocol {params.protocol} --stage A --trace {wildcards.trace}"
+        "{params.cli} sweep --protocol {params.protocol} --stage {wildcards.stage} --trace {wildcards.trace}"
         " --policy {wildcards.policy} --job {wildcards.job} --points-per-job {params.per_job}"
-        " --baseline {input.baseline} --data data --records results/records --out {output}"
+        " --baseline {input.baseline} --data data --sheet {params.sheet} --records results/records"
+        " --out {output}"
         " > {log} 2>&1"
 
 
 rule gather_records:
     input:
-        stage_a_outputs(),
+        sweep_outputs(),
     output:
         "results/records.parquet",
     log:
