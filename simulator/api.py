@@ -113,8 +113,11 @@ def peak_memory(trace: Trace) -> int:
     return simulate(trace, _UNBOUNDED - 1, "dtr").peak_memory
 
 
-def budget_for(trace: Trace, ratio: float, peak: int | None = None) -> int:
-    """The study's budget for a ratio of the peak: `int(peak * ratio)`, as Python computes it."""
+def budget_for(trace: Trace | None, ratio: float, peak: int | None = None) -> int:
+    """The study's budget for a ratio of the peak: `int(peak * ratio)`, as Python computes it.
+
+    `peak` defaults to the trace's peak memory; given, the trace is not needed.
+    """
     if not (_is_number(ratio) and 0 <= ratio < 1e6):
         raise UserError("ratio", "a number from 0 to 1e6", repr(ratio))
     peak = peak_memory(trace) if peak is None else _whole(peak, "peak", "a number of bytes")

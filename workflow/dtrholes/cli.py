@@ -177,7 +177,7 @@ def _sweep(args: argparse.Namespace) -> None:
             trace_sha256=baseline["sha256"],
             policy=args.policy,
             params=params,
-            budget=int(baseline["peak_memory"] * p.ratio),
+            budget=budget_for(None, p.ratio, peak=baseline["peak_memory"]),
             ratio=p.ratio,
             overhead_cap=protocol["limits"]["overhead_cap"],
             stage=args.stage,
