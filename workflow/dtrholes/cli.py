@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dtrholes import centrality, fetch, holes, plan, records, runner
+from dtrholes import centrality, edges, fetch, holes, plan, records, runner
 from dtrholes.records import Request
 from simulator import (
     POLICIES,
@@ -129,6 +129,14 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     _add_sheet(p)
     p.set_defaults(run=_sweep)
 
+    p = sub.add_parser("edge", help="the exact byte where the outcome changes between budgets")
+    p.add_argument("--trace", required=True, help="trace name or .log path")
+    p.add_argument("--low", type=float, required=True, help="lower budget ratio")
+    p.add_argument("--high", type=float, required=True, help="higher budget ratio")
+    p.add_argument("--policy", default="dtr")
+    p.add_argument("--cap", type=float, default=None, help="overhead cap")
+    p.set_defaults(run=_edge)
+
     p = sub.add_parser("holes", help="count feasibility holes per trace and policy")
     p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
     p.add_argument("--out", type=Path, required=True, help="holes table (Parquet)")
@@ -139,6 +147,22 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--records", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(run=lambda a: print(f"{records.gather(a.records, a.out)} records"))
+
+
+def _edge(args: argparse.Namespace) -> None:
+    trace = fetch.load_trace(args.trace, fetch.default_data_dir())
+    peak = peak_memory(trace)
+
+    def run(budget: int) -> Result:
+        return simulate(trace, budget, args.policy, overhead_cap=args.cap)
+
+    low, high = budget_for(trace, args.low, peak), budget_for(trace, args.high, peak)
+    edge = edges.exact_edge(run, low, high)
+    print(
+        f"{trace.name} · {args.policy}: {edge.outcome_below} at {edge.below:,} bytes"
+        f" ({edge.below / peak:.8f} of peak), {edge.outcome_above} at {edge.below + 1:,};"
+        f" {edge.runs} runs"
+    )
 
 
 def _add_sheet(p: argparse.ArgumentParser) -> None:
