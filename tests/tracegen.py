@@ -8,7 +8,7 @@ import random
 from simulator.trace import Trace, parse_trace
 
 
-def _line(**fields: object) -> str:
+def line(**fields: object) -> str:
     # Same shape as the real logs: sorted keys, no spaces, numbers as strings.
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
@@ -25,7 +25,7 @@ class _Writer:
     def __init__(self, rng: random.Random, joins: bool):
         self.rng = rng
         self.joins = joins
-        self.lines = [_line(ANNOTATION="START", INSTRUCTION="ANNOTATE")]
+        self.lines = [line(ANNOTATION="START", INSTRUCTION="ANNOTATE")]
         self.live: dict[str, str] = {}  # live name -> graph name of the tensor it is bound to
         self.graph_names: set[str] = set()
         self.pinned: set[str] = set()  # graph names of constants and their aliases
@@ -48,8 +48,8 @@ class _Writer:
 
     def constant(self) -> None:
         name = self.fresh()
-        self.lines.append(_line(INSTRUCTION="CONSTANT", NAME=name))
-        self.lines.append(_line(INSTRUCTION="MEMORY", MEMORY=self.size(), NAME=name))
+        self.lines.append(line(INSTRUCTION="CONSTANT", NAME=name))
+        self.lines.append(line(INSTRUCTION="MEMORY", MEMORY=self.size(), NAME=name))
         self.bind(name)
         self.pinned.add(name)
         self.last_outputs = {name}
@@ -77,13 +77,13 @@ class _Writer:
         args = self.pick_args()
         results = [self.fresh() for _ in range(self.rng.choice([1, 1, 1, 2, 3]))]
         self.lines.append(
-            _line(ARGS=args, INSTRUCTION="CALL", NAME="op", RESULT=results, TIME=self.time())
+            line(ARGS=args, INSTRUCTION="CALL", NAME="op", RESULT=results, TIME=self.time())
         )
         aliasable = self.can_alias(args)
         for name in results:
             alias = "0" if aliasable and self.rng.random() < 0.35 else "-1"
-            self.lines.append(_line(INSTRUCTION="MEMORY", MEMORY=self.size(), NAME=name))
-            self.lines.append(_line(ALIAS=alias, INSTRUCTION="ALIAS", NAME=name))
+            self.lines.append(line(INSTRUCTION="MEMORY", MEMORY=self.size(), NAME=name))
+            self.lines.append(line(ALIAS=alias, INSTRUCTION="ALIAS", NAME=name))
             self.bind(name)
             if alias == "0" and self.live[args[0]] in self.pinned:
                 self.pinned.add(name)
@@ -102,7 +102,7 @@ class _Writer:
         if not positions:
             return self.call()
         self.lines.append(
-            _line(ARGS=args, INSTRUCTION="MUTATE", MUTATE=positions, NAME="op_", TIME=self.time())
+            line(ARGS=args, INSTRUCTION="MUTATE", MUTATE=positions, NAME="op_", TIME=self.time())
         )
         for i in positions:
             self.live[args[i]] += "$"
@@ -111,17 +111,17 @@ class _Writer:
 
     def copy(self) -> None:
         src, dst = self.rng.choice(list(self.live)), self.fresh()
-        self.lines.append(_line(DST=dst, INSTRUCTION="COPY", SRC=src))
+        self.lines.append(line(DST=dst, INSTRUCTION="COPY", SRC=src))
         self.live[dst] = self.live[src]
 
     def copy_from(self) -> None:
         dst, src = self.rng.sample(list(self.live), 2)
-        self.lines.append(_line(DST=dst, INSTRUCTION="COPY_FROM", SRC=src))
+        self.lines.append(line(DST=dst, INSTRUCTION="COPY_FROM", SRC=src))
         self.live[dst] = self.live[src]
 
     def release(self) -> None:
         name = self.rng.choice(list(self.live))
-        self.lines.append(_line(INSTRUCTION="RELEASE", NAME=name))
+        self.lines.append(line(INSTRUCTION="RELEASE", NAME=name))
         del self.live[name]
 
 
@@ -151,7 +151,7 @@ def random_trace_text(seed: int, n_ops: int = 30, *, joins: bool = False) -> str
     backward_at = w.rng.randrange(n_ops) if w.rng.random() < 0.5 else -1
     for i in range(n_ops):
         if i == backward_at:
-            w.lines.append(_line(ANNOTATION="BACKWARD", INSTRUCTION="ANNOTATE"))
+            w.lines.append(line(ANNOTATION="BACKWARD", INSTRUCTION="ANNOTATE"))
         _step(w)
     keep = w.rng.randint(1, 3)
     while len(w.live) > keep:
@@ -162,3 +162,31 @@ def random_trace_text(seed: int, n_ops: int = 30, *, joins: bool = False) -> str
 def tiny_trace(text: str) -> Trace:
     """Parse trace text as the project parser does for a file named `tiny`."""
     return parse_trace(text.encode(), "<test>", "tiny")
+
+
+def constant(name: str, size: int) -> list[str]:
+    """A constant (a weight) of `size` bytes."""
+    return [
+        line(INSTRUCTION="CONSTANT", NAME=name),
+        line(INSTRUCTION="MEMORY", MEMORY=str(size), NAME=name),
+    ]
+
+
+def call(results: str | list[str], args: list[str], time: int, size: int) -> list[str]:
+    """One operator; each of its results allocates `size` bytes."""
+    names = [results] if isinstance(results, str) else results
+    lines = [line(ARGS=args, INSTRUCTION="CALL", NAME="f", RESULT=names, TIME=str(time))]
+    for name in names:
+        lines.append(line(INSTRUCTION="MEMORY", MEMORY=str(size), NAME=name))
+        lines.append(line(ALIAS="-1", INSTRUCTION="ALIAS", NAME=name))
+    return lines
+
+
+def release(*names: str) -> list[str]:
+    return [line(INSTRUCTION="RELEASE", NAME=name) for name in names]
+
+
+def trace_text(*groups: list[str]) -> str:
+    """A whole trace: the START annotation, then the groups' lines."""
+    start = line(ANNOTATION="START", INSTRUCTION="ANNOTATE")
+    return "\n".join([start, *(text for group in groups for text in group)]) + "\n"

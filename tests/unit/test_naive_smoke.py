@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from simulator.trace import Trace
 from tests.naive import SCORES, naive_simulate
+from tests.tracegen import call as _call
 from tests.tracegen import random_trace_text, tiny_trace
+from tests.tracegen import release as _release
 
 UNLIMITED = 2**62
 SEEDS = range(50)
-
-
-def _call(result: str, args: list[str], time: int, size: int) -> list[str]:
-    return [
-        json.dumps(
-            {
-                "ARGS": args,
-                "INSTRUCTION": "CALL",
-                "NAME": "f",
-                "RESULT": [result],
-                "TIME": str(time),
-            }
-        ),
-        json.dumps({"INSTRUCTION": "MEMORY", "MEMORY": str(size), "NAME": result}),
-        json.dumps({"ALIAS": "-1", "INSTRUCTION": "ALIAS", "NAME": result}),
-    ]
-
-
-def _release(*names: str) -> list[str]:
-    return [json.dumps({"INSTRUCTION": "RELEASE", "NAME": n}) for n in names]
 
 
 # Four activations of 40 bytes, aged differently, then d = f(a) under a budget of 170: a, b, c, e

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from simulator import POLICIES, Result, Trace, budget_for, centrality, peak_memory, simulate
-from tests.tracegen import random_trace_text, tiny_trace
+from tests.tracegen import call as _call
+from tests.tracegen import constant, random_trace_text, tiny_trace, trace_text
+from tests.tracegen import release as _release
 
 REFERENCE = Path(__file__).parents[1] / "data" / "simrd_reference.jsonl"
 ROWS = [json.loads(line) for line in REFERENCE.read_text().splitlines() if line.strip()]
@@ -40,29 +42,9 @@ STUDY_DEFAULTS = {
 }
 
 
-def _line(**fields: object) -> str:
-    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
-
-
-def _call(result: str, args: list[str], time: int, size: int) -> list[str]:
-    return [
-        _line(ARGS=args, INSTRUCTION="CALL", NAME="f", RESULT=[result], TIME=str(time)),
-        _line(INSTRUCTION="MEMORY", MEMORY=str(size), NAME=result),
-        _line(ALIAS="-1", INSTRUCTION="ALIAS", NAME=result),
-    ]
-
-
-def _release(*names: str) -> list[str]:
-    return [_line(INSTRUCTION="RELEASE", NAME=name) for name in names]
-
-
 def _text(*groups: list[str]) -> str:
-    start = [
-        _line(ANNOTATION="START", INSTRUCTION="ANNOTATE"),
-        _line(INSTRUCTION="CONSTANT", NAME="w"),
-        _line(INSTRUCTION="MEMORY", MEMORY="0", NAME="w"),
-    ]
-    return "\n".join([*start, *(line for group in groups for line in group)]) + "\n"
+    """A trace whose operators hang off one zero-size weight `w`."""
+    return trace_text(constant("w", 0), *groups)
 
 
 # TwoPhase covers the shortfall with one storage. a costs 1 (clock 2), b 20 (clock 22), x 1

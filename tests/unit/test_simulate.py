@@ -28,7 +28,11 @@ from simulator import (
     simulate,
 )
 from simulator.trace import Trace
+from tests.tracegen import call as _call
+from tests.tracegen import constant as _constant
 from tests.tracegen import random_trace_text, tiny_trace
+from tests.tracegen import release as _release
+from tests.tracegen import trace_text as _text
 
 UNLIMITED = 2**62 - 1  # the largest budget simulate accepts
 SIMRD_NAMES = {
@@ -39,36 +43,6 @@ SIMRD_NAMES = {
     "LRU": "lru",
     "LargestStorage": "largest-storage",
 }
-
-
-def _line(**fields: object) -> str:
-    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
-
-
-def _constant(name: str, size: int) -> list[str]:
-    return [
-        _line(INSTRUCTION="CONSTANT", NAME=name),
-        _line(INSTRUCTION="MEMORY", MEMORY=str(size), NAME=name),
-    ]
-
-
-def _call(results: str | list[str], args: list[str], time: int, size: int) -> list[str]:
-    """One operator; each of its results allocates `size` bytes."""
-    names = [results] if isinstance(results, str) else results
-    lines = [_line(ARGS=args, INSTRUCTION="CALL", NAME="f", RESULT=names, TIME=str(time))]
-    for name in names:
-        lines.append(_line(INSTRUCTION="MEMORY", MEMORY=str(size), NAME=name))
-        lines.append(_line(ALIAS="-1", INSTRUCTION="ALIAS", NAME=name))
-    return lines
-
-
-def _release(*names: str) -> list[str]:
-    return [_line(INSTRUCTION="RELEASE", NAME=name) for name in names]
-
-
-def _text(*groups: list[str]) -> str:
-    start = _line(ANNOTATION="START", INSTRUCTION="ANNOTATE")
-    return "\n".join([start, *(line for group in groups for line in group)]) + "\n"
 
 
 # (a) a tie. Clock 1; a costs 2 (clock 3), b 1 (clock 4), x 1 (clock 5). d = f(x) needs 10
