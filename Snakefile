@@ -9,9 +9,13 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/protocol.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/sweep.smk"
+include: "workflow/rules/refine.smk"
+include: "workflow/rules/edges.smk"
+include: "workflow/rules/repeat.smk"
 include: "workflow/rules/holes.smk"
 
 

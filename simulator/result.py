@@ -52,6 +52,20 @@ class Result:
     budget_lo: int
     budget_hi: int | None  # None: no upper limit
 
+    @classmethod
+    def from_dict(cls, values: dict) -> Result:
+        """The Result that `to_dict` gave `values`."""
+        failure = values["failure"] and Failure(**values["failure"])
+        return cls(
+            **{
+                **values,
+                "params": tuple(values["params"].items()),
+                "first_evictions": tuple(values["first_evictions"]),
+                "last_evictions": tuple(values["last_evictions"]),
+                "failure": failure,
+            }
+        )
+
     def to_dict(self) -> dict:
         """A JSON-ready dict: parameters as a mapping, other tuples as lists."""
         fields = dataclasses.asdict(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dtrholes.edges import exact_edge
-from simulator import UserError, simulate
+from simulator import UserError, budget_for, simulate
 from tests.tracegen import random_trace_text, tiny_trace
 
 # Measured on unmodified simrd (DTR, ResNet-32): it fails at every budget of these byte ranges
@@ -30,10 +30,11 @@ def test_bisection_finds_both_edges_of_an_island(load_named, first, last) -> Non
     def run(budget: int):
         return simulate(trace, budget, "dtr")
 
-    lower = exact_edge(run, first - 100, first + 50)
+    lower = exact_edge(run, run(first - 100), run(first + 50))
     assert (lower.below, lower.outcome_below, lower.outcome_above) == (first - 1, "ok", "oom")
-    upper = exact_edge(run, last - 50, last + 100)
+    upper = exact_edge(run, run(last - 50), run(last + 100))
     assert (upper.below, upper.outcome_below, upper.outcome_above) == (last, "oom", "ok")
+    assert lower.resolved and upper.resolved
     assert lower.runs < 10 and upper.runs < 10  # certified intervals make the jumps
 
 
@@ -48,14 +49,33 @@ def test_edges_on_random_traces_are_adjacent_budgets_that_differ() -> None:
         peak = run(2**62 - 1).peak_memory
         if run(0).outcome == run(peak).outcome:
             continue
-        edge = exact_edge(run, 0, peak)
-        assert run(edge.below).outcome == edge.outcome_below == run(0).outcome
-        assert run(edge.below + 1).outcome == edge.outcome_above != edge.outcome_below
+        edge = exact_edge(run, run(0), run(peak))
+        assert edge.resolved
+        assert run(edge.below).outcome == edge.outcome_below != "ok"
+        assert run(edge.below + 1).outcome == edge.outcome_above == "ok"
         found += 1
     assert found > 20
 
 
-def test_budgets_with_one_outcome_are_an_error() -> None:
+def test_the_run_cap_leaves_an_unresolved_bracket(load_named) -> None:
+    trace = load_named("resnet32")
+    calls = []
+
+    def run(budget: int):
+        calls.append(budget)
+        return simulate(trace, budget, "dtr")
+
+    low, high = run(budget_for(trace, 0.09)), run(budget_for(trace, 0.10))  # oom, ok
+    edge = exact_edge(run, low, high, max_runs=2)
+    assert len(calls) == 2 + 2 and edge.runs == 2 and not edge.resolved
+    full = exact_edge(run, low, high)
+    assert full.resolved and edge.below <= full.below < edge.above  # still inside the bracket
+    stopped = exact_edge(lambda b: None, low, high)
+    assert (stopped.runs, stopped.resolved) == (1, False)  # a timeout stops the search
+
+
+def test_budgets_with_one_feasibility_are_an_error() -> None:
     trace = tiny_trace(random_trace_text(1))
-    with pytest.raises(UserError, match="different outcomes"):
-        exact_edge(lambda b: simulate(trace, b, "dtr"), 2**40, 2**41)
+    ends = [simulate(trace, b, "dtr") for b in (2**40, 2**41)]
+    with pytest.raises(UserError, match="differ in feasibility"):
+        exact_edge(lambda b: simulate(trace, b, "dtr"), *ends)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pyarrow.parquet as pq
@@ -9,7 +10,7 @@ import pytest
 
 from dtrholes import records
 from dtrholes.records import RecordError, Request, Usage
-from dtrholes.runner import run_requests
+from dtrholes.runner import Session, run_requests
 from simulator import get_policy, simulate
 from tests.tracegen import random_trace_text, tiny_trace
 
@@ -22,9 +23,11 @@ def load_tiny(name: str):
     return TRACE
 
 
-def request(budget: int, policy: str = "dtr", stage: str = "A") -> Request:
+def request(budget: int, policy: str = "dtr", stage: str = "A", guard_s: float = 120) -> Request:
     params = get_policy(policy).resolve(None)
-    return Request(TRACE.name, TRACE.sha256, policy, params, budget, stage=stage)
+    return Request(
+        TRACE.name, TRACE.sha256, policy, params, budget, wall_clock_s=guard_s, stage=stage
+    )
 
 
 def record_for(budget: int) -> dict:
@@ -46,11 +49,13 @@ def test_records_are_append_only(tmp_path) -> None:
         records.write_record(record_for(150), tmp_path)
 
 
-def test_run_id_depends_on_every_request_field() -> None:
+def test_run_id_depends_on_what_defines_the_execution() -> None:
     base = request(150)
-    variants = [request(151), request(150, "lru"), request(150, stage="B")]
-    assert len({base.run_id, *(v.run_id for v in variants)}) == 4
+    variants = [request(151), request(150, "lru"), request(150, stage="B"), request(150, guard_s=9)]
+    assert len({base.run_id, *(v.run_id for v in variants)}) == 5
     assert request(150).run_id == base.run_id
+    relabelled = dataclasses.replace(base, protocol_version="abc", amendments=("x",))
+    assert relabelled.run_id == base.run_id  # a later protocol version reuses the record
 
 
 @pytest.mark.parametrize(
@@ -82,7 +87,8 @@ def test_truncated_record_is_an_error(tmp_path) -> None:
 def test_gather_tabulates_every_record(tmp_path) -> None:
     for budget in (120, 150, 10**6):
         records.write_record(record_for(budget), tmp_path / "records")
-    assert records.gather(tmp_path / "records", tmp_path / "records.parquet") == 3
+    listed = records.read_records(tmp_path / "records")
+    assert records.gather(listed, tmp_path / "records.parquet") == 3
     table = pq.read_table(tmp_path / "records.parquet").to_pylist()
     assert sorted(row["budget"] for row in table) == [120, 150, 10**6]
     assert all(row["outcome"] in {"ok", "oom", "thrashed"} for row in table)
@@ -90,10 +96,11 @@ def test_gather_tabulates_every_record(tmp_path) -> None:
 
 def test_runner_writes_one_record_per_request_and_resumes(tmp_path) -> None:
     requests = [request(b) for b in (120, 150, 10**6)]
-    first = run_requests(requests[:2], load_tiny, tmp_path, guard_s=120, progress=lambda _: None)
+    first = run_requests(requests[:2], load_tiny, tmp_path, progress=lambda _: None)
     lines: list[str] = []
-    paths = run_requests(requests, load_tiny, tmp_path, guard_s=120, progress=lines.append)
-    assert paths[:2] == first and len(lines) == 1  # only the missing request ran
+    paths = run_requests(requests, load_tiny, tmp_path, progress=lines.append)
+    assert paths[:2] == first and len(lines) == 3
+    assert sum("recorded earlier" in line for line in lines) == 2  # only the missing one ran
     for req, path in zip(requests, paths, strict=True):
         record = records.read_record(path)
         expected = simulate(TRACE, req.budget, "dtr").to_dict()
@@ -101,6 +108,14 @@ def test_runner_writes_one_record_per_request_and_resumes(tmp_path) -> None:
 
 
 def test_runner_records_a_timeout_when_the_guard_expires(tmp_path) -> None:
-    (path,) = run_requests([request(150)], load_tiny, tmp_path, guard_s=1e-4, progress=print)
+    (path,) = run_requests([request(150, guard_s=1e-4)], load_tiny, tmp_path, progress=print)
     record = records.read_record(path)
     assert record["status"] == "timeout" and record["result"] is None
+
+
+def test_fresh_sessions_run_each_request_in_a_new_process(tmp_path) -> None:
+    with Session(load_tiny, tmp_path, fresh=True) as session:
+        first, executed = session.run(request(150))
+        assert executed and session.worker.process is None  # the worker is gone after each run
+        again, executed = session.run(request(150))
+    assert not executed and again == first == simulate(TRACE, 150, "dtr")

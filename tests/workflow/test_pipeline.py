@@ -1,7 +1,9 @@
-"""The Snakemake pipeline on a tiny scenario: planned jobs, a full run, and an idle rerun."""
+"""The Snakemake pipeline on a tiny ResNet-32 scenario: planned jobs, a full run with a hole
+region, exact edges and repeats, a killed run that resumes, and reruns after amendments."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,30 +21,30 @@ from tests.conftest import archive_source
 
 REPO = Path(__file__).resolve().parents[2]
 
-PROTOCOL = """\
-fixed: "2026-09-26"
-traces:
-  development: [resnet32]
-  confirmatory: []
-policies:
-  dtr: {}
-  nbhd-penalty: {b: 0.25}
-limits:
-  overhead_cap: 60
-  wall_clock_s: 1200
-stage_a:
-  ratios: {start: 0.10, stop: 0.12, step: 0.01}
-  repeats: {share: 0.3, count: 3, seed: 20260926}
-stage_c:
-  step: 0.001
-  dense_below: 0.115
-  dense: 2
-  sparse: 1
-  seed: 20260927
+# ResNet-32 under DTR completes at 0.101 and 0.107 and fails from 0.102 to 0.106: Stage A's
+# three budgets bracket the region, Stage B fills it in at 0.001.
+BASE = """\
+fixed: 2026-09-26
+title: tiny scenario
+parameters:
+  traces:
+    development: [resnet32]
+    confirmatory: []
+  policies:
+    dtr: {}
+    nbhd-penalty: {b: 0.25}
+  limits: {overhead_cap: 60, wall_clock_s: 1200}
+  stage_a:
+    ratios: {start: 0.101, stop: 0.107, step: 0.003}
+    repeats: {share: 0.3, count: 3, seed: 20260926}
+  stage_b: {step: 0.001, triggers: [status, overhead, stage_c], overhead_change: 0.25}
+  stage_c: {step: 0.0005, dense_below: 0.104, dense: 1, sparse: 1, seed: 20260927}
+  confirmation: {repeats: 2, points: brackets, simrd: []}
+  edges: {max_runs: 60}
 """
 
 CONFIG = """\
-protocol: protocol/base.yaml
+protocol: protocol
 trace_sheet: config/traces.tsv
 archive: null
 traces: null
@@ -50,15 +52,48 @@ policies: null
 points_per_job: 3
 """
 
+# Stage A: 3 budgets, one of them three times: 5 points per policy, 3 per job -> 2 jobs;
+# Stage C: one sample in each of the 2 intervals -> 1 job. Stage B waits for its plan.
+PLANNED = {
+    "all": 1,
+    "baseline_trace": 1,
+    "collect_series": 2,
+    "fetch_traces": 1,
+    "find_edges": 2,
+    "gather_records": 1,
+    "plan_refinement": 1,
+    "render_protocol": 1,
+    "repeat_regions": 2,
+    "sweep_stage": 6,
+    "tabulate_holes": 1,
+    "total": 19,
+}
+
+
+def make_scenario(directory: Path) -> Path:
+    (directory / "config").mkdir(parents=True)
+    (directory / "protocol" / "amendments").mkdir(parents=True)
+    (directory / "config" / "config.yaml").write_text(CONFIG)
+    (directory / "protocol" / "base.yaml").write_text(BASE)
+    shutil.copy(REPO / "config" / "traces.tsv", directory / "config" / "traces.tsv")
+    return directory
+
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:
-    (tmp_path / "config").mkdir()
-    (tmp_path / "protocol").mkdir()
-    (tmp_path / "config" / "config.yaml").write_text(CONFIG)
-    (tmp_path / "protocol" / "base.yaml").write_text(PROTOCOL)
-    shutil.copy(REPO / "config" / "traces.tsv", tmp_path / "config" / "traces.tsv")
-    return tmp_path
+    return make_scenario(tmp_path / "scenario")
+
+
+@pytest.fixture(scope="module")
+def completed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scenario run to the end once; tests copy it before changing anything."""
+    directory = make_scenario(tmp_path_factory.mktemp("completed") / "scenario")
+    snakemake(directory)
+    return directory
+
+
+def copy_of(completed: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(completed, tmp_path / "copy", symlinks=True))
 
 
 def snakemake(directory: Path, *args: str) -> str:
@@ -76,39 +111,46 @@ def snakemake(directory: Path, *args: str) -> str:
 
 
 def planned(output: str) -> dict[str, int]:
-    """Job counts from a dry run's 'Job stats' table."""
+    """Job counts from a dry run's 'Job stats' table (empty when nothing is to be done)."""
+    if "Job stats:" not in output:
+        return {}
     table = output.split("Job stats:")[1].split("Reasons:")[0]
     return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
+def planned_outputs(output: str, rule: str) -> list[str]:
+    """The output files of the planned jobs of one rule, from a dry run's job list."""
+    blocks = re.findall(rf"^rule {rule}:\n((?:    .*\n)+)", output, re.M)
+    return sorted(re.search(r"output: (.+)", b).group(1) for b in blocks)
+
+
 def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:
-    # Stage A: 3 ratios, one of them three times: 5 points per policy, 3 per job -> 2 jobs.
-    # Stage C: 2 samples inside each of the 2 intervals: 4 points per policy -> 2 jobs.
-    jobs = planned(snakemake(scenario, "-n"))
-    assert jobs == {
-        "all": 1,
-        "baseline_trace": 1,
-        "fetch_traces": 1,
-        "gather_records": 1,
-        "sweep_stage": 8,
-        "tabulate_holes": 1,
-        "total": 13,
-    }
+    assert planned(snakemake(scenario, "-n")) == PLANNED
 
 
-def test_full_run_writes_valid_records_and_reruns_nothing(scenario: Path) -> None:
-    snakemake(scenario)
-    found = records.read_records(scenario / "results" / "records")
-    assert len(found) == 18
-    assert sorted(r["stage"] for r in found) == ["A"] * 10 + ["C"] * 8
+def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
+    found = records.read_records(completed / "results" / "records")
+    stages = {r["stage"] for r in found}
+    assert stages == {"A", "B", "C", "edge", "repeat"}
     assert {r["status"] for r in found} == {"complete"}
-    assert {r["policy"]["name"] for r in found} == {"dtr", "nbhd-penalty"}
-    table = pq.read_table(scenario / "results" / "records.parquet").to_pylist()
-    outcomes = {(row["policy"], row["ratio"], row["outcome"]) for row in table}
-    assert ("dtr", 0.1, "ok") in outcomes and ("nbhd-penalty", 0.11, "ok") in outcomes
-    holes = (scenario / "results" / "holes" / "holes.md").read_text()
-    assert "| resnet32 | dtr | 7 |" in holes and "| resnet32 | nbhd-penalty | 7 |" in holes
-    assert "Nothing to be done" in snakemake(scenario, "-n")
+    assert len({r["run_id"] for r in found}) == len(found)
+    assert all(r["protocol"]["version"] for r in found)
+    holes = pq.read_table(completed / "results" / "holes" / "holes.parquet").to_pylist()
+    dtr = next(row for row in holes if row["policy"] == "dtr")
+    (region,) = json.loads(dtr["region_brackets"])
+    peak = json.loads((completed / "results" / "baselines" / "resnet32.json").read_text())
+    ratio = {round(b / peak["peak_memory"], 3) for b in region.values() if b > 100}
+    assert {0.101, 0.102, 0.106, 0.107} <= ratio and region["failing"] == 5
+    assert dtr["regions_confirmed"] == 1 and dtr["repeat_disagreements"] == 0
+    edges = json.loads(dtr["exact_edges"])
+    assert len(edges) == 2 and all(e["resolved"] for e in edges)
+    assert [(e["outcome_below"], e["outcome_above"]) for e in edges] == [
+        ("ok", "oom"),
+        ("oom", "ok"),
+    ]
+    table = (completed / "results" / "holes" / "holes.md").read_text()
+    assert "| resnet32 | dtr |" in table and "1 (1)" in table
+    assert "Nothing to be done" in snakemake(completed, "-n")
 
 
 # Lints the README's development section justifies: the project installs into one virtual
@@ -131,7 +173,9 @@ def test_lint_has_only_justified_warnings() -> None:
     assert "conda environment" in (REPO / "README.md").read_text()
 
 
-def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(scenario: Path) -> None:
+def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(
+    scenario: Path, completed: Path
+) -> None:
     env = {**os.environ, "DTR_HOLES_ARCHIVE": archive_source()}
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     command += ["--directory", str(scenario), "--cores", "1"]
@@ -148,10 +192,10 @@ def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(scenario:
         time.sleep(0.05)
     os.killpg(run.pid, signal.SIGKILL)  # mid-sweep: the job and its worker die at once
     run.wait()
-    assert 0 < len(list(written.glob("*.json"))) < 18
+    expected = {p.name for p in (completed / "results" / "records").glob("*.json")}
+    assert 0 < len(list(written.glob("*.json"))) < len(expected)
     snakemake(scenario, "--unlock")
     snakemake(scenario, "--rerun-incomplete")
     found = records.read_records(written)  # every file parses and validates
-    assert len(found) == 18 and len({r["run_id"] for r in found}) == 18
-    table = pq.read_table(scenario / "results" / "records.parquet")
-    assert table.num_rows == 18
+    assert {f"{r['run_id']}.json" for r in found} == expected
+    assert not list(written.glob(".*"))  # no partial file left behind

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simulator import centrality
+from simulator import centrality, get_policy
 from simulator.store import write_table
 from simulator.trace import Trace
 
@@ -43,3 +43,13 @@ def load_betweenness(trace: Trace, seed: int, results_dir: Path | None = None) -
     schema = pa.schema([pa.field("betweenness", pa.float64(), nullable=False)], metadata=key)
     write_table(pa.table({"betweenness": values}, schema=schema), path)
     return values
+
+
+def for_policy(
+    trace: Trace, policy: str, params: dict[str, float], results_dir: Path | None = None
+) -> np.ndarray | None:
+    """The cached betweenness a policy reads, or None for policies that read none."""
+    chosen = get_policy(policy)
+    if not chosen.centrality:
+        return None
+    return load_betweenness(trace, int(dict(chosen.resolve(params))["seed"]), results_dir)

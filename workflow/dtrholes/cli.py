@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dtrholes import centrality, edges, fetch, holes, plan, records, runner
-from dtrholes.records import Request
+from dtrholes import centrality, edges, fetch, holes, plan, protocol, records, stages
 from simulator import (
     POLICIES,
     Result,
-    Trace,
     UserError,
     budget_for,
-    get_policy,
     peak_memory,
     simulate,
 )
@@ -69,12 +65,8 @@ def _simulate(args: argparse.Namespace) -> None:
     trace = fetch.load_trace(args.trace, fetch.default_data_dir(), args.archive)
     budget = args.budget if args.budget is not None else budget_for(trace, args.ratio)
     params = dict(args.param)
-    policy = get_policy(args.policy)
-    central = None
-    if policy.centrality:
-        seed = dict(policy.resolve(params))["seed"]
-        central = centrality.load_betweenness(trace, int(seed))
-    result = simulate(trace, budget, policy.name, params, overhead_cap=args.cap, centrality=central)
+    central = centrality.for_policy(trace, args.policy, params)
+    result = simulate(trace, budget, args.policy, params, overhead_cap=args.cap, centrality=central)
     print(json.dumps(result.to_dict(), sort_keys=True) if args.json else _describe(result))
 
 
@@ -115,21 +107,29 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     _add_sheet(p)
     p.set_defaults(run=_baseline)
 
-    p = sub.add_parser("sweep", help="run one job of a protocol stage, one record per point")
-    p.add_argument("--protocol", type=Path, required=True)
-    p.add_argument("--stage", type=str.upper, choices=["A", "C"], required=True)
-    p.add_argument("--trace", required=True)
-    p.add_argument("--policy", required=True)
+    p = sub.add_parser("sweep", help="run one job of a sampling stage, one record per point")
+    p.add_argument("--stage", type=str.upper, choices=["A", "B", "C"], required=True)
     p.add_argument("--job", type=int, required=True, help="0-based job index")
     p.add_argument("--points-per-job", type=int, required=True)
-    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
-    p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
-    p.add_argument("--records", type=Path, required=True, help="directory of execution records")
-    p.add_argument("--out", type=Path, required=True, help="JSON list of the job's run ids")
-    _add_sheet(p)
+    p.add_argument("--refine", type=Path, help="Stage B: the trace's refinement plan")
+    _add_job(p)
     p.set_defaults(run=_sweep)
 
-    p = sub.add_parser("edge", help="the exact byte where the outcome changes between budgets")
+    p = sub.add_parser("refine", help="plan Stage B: the intervals its triggers select")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--spec", type=json.loads, required=True, help="the job's protocol values")
+    p.add_argument("--jobs", type=Path, nargs="+", required=True, help="Stage A and C outputs")
+    p.add_argument("--results", type=Path, required=True, help="results directory")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=_refine)
+
+    for name, what in (("edges", "exact byte edges"), ("repeat", "fresh-process repeats")):
+        p = sub.add_parser(name, help=f"{what} of one trace × policy's sampled series")
+        p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
+        _add_job(p)
+        p.set_defaults(run=_edges if name == "edges" else _repeat)
+
+    p = sub.add_parser("edge", help="the exact byte where feasibility changes between budgets")
     p.add_argument("--trace", required=True, help="trace name or .log path")
     p.add_argument("--low", type=float, required=True, help="lower budget ratio")
     p.add_argument("--high", type=float, required=True, help="higher budget ratio")
@@ -137,16 +137,62 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
     p.set_defaults(run=_edge)
 
+    p = sub.add_parser("collect", help="one list of the run ids that job outputs list")
+    p.add_argument("--jobs", type=Path, nargs="*", default=[], help="job outputs")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=_collect)
+
+    p = sub.add_parser("gather", help="tabulate the records that job outputs list into Parquet")
+    p.add_argument("--jobs", type=Path, nargs="+", required=True, help="job outputs")
+    p.add_argument("--results", type=Path, required=True, help="results directory")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=_gather)
+
     p = sub.add_parser("holes", help="count feasibility holes per trace and policy")
     p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--edges", type=Path, nargs="*", default=[], help="edges job outputs")
+    p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
+    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
     p.add_argument("--out", type=Path, required=True, help="holes table (Parquet)")
     p.add_argument("--markdown", type=Path, required=True, help="holes table (Markdown)")
-    p.set_defaults(run=lambda a: print(f"{holes.tabulate(a.records, a.out, a.markdown)} series"))
+    p.set_defaults(run=_holes)
 
-    p = sub.add_parser("gather", help="tabulate execution records into Parquet")
-    p.add_argument("--records", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(run=lambda a: print(f"{records.gather(a.records, a.out)} records"))
+    p = sub.add_parser("protocol", help="the effective sweep protocol and its history")
+    p.add_argument("action", choices=["show", "render"])
+    p.add_argument("--protocol", type=Path, default=Path("protocol"), help="protocol directory")
+    p.add_argument("--out", type=Path, help="render: the JSON file to write")
+    p.add_argument("--version", help="render: the version id the protocol must have")
+    p.set_defaults(run=_protocol)
+
+
+def _add_job(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", required=True)
+    p.add_argument("--policy", required=True)
+    p.add_argument("--spec", type=json.loads, required=True, help="the job's protocol values")
+    p.add_argument("--protocol", type=Path, required=True, help="protocol directory")
+    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
+    p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
+    p.add_argument("--results", type=Path, required=True, help="results directory")
+    p.add_argument("--out", type=Path, required=True, help="JSON output listing the run ids")
+    _add_sheet(p)
+
+
+def _job(args: argparse.Namespace, kind: str) -> stages.Job:
+    """The job an invocation describes; its protocol values must be the current protocol's."""
+    current = protocol.load(args.protocol)
+    if plan.job_spec(current, kind, args.policy) != args.spec:
+        raise UserError("--spec", f"the current protocol's values for a {kind} job", "others")
+    baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
+    return stages.Job(
+        args.trace,
+        args.policy,
+        args.spec,
+        current.version,
+        baseline,
+        args.data,
+        args.sheet,
+        args.results,
+    )
 
 
 def _edge(args: argparse.Namespace) -> None:
@@ -156,7 +202,7 @@ def _edge(args: argparse.Namespace) -> None:
     def run(budget: int) -> Result:
         return simulate(trace, budget, args.policy, overhead_cap=args.cap)
 
-    low, high = budget_for(trace, args.low, peak), budget_for(trace, args.high, peak)
+    low, high = (run(budget_for(trace, r, peak)) for r in (args.low, args.high))
     edge = edges.exact_edge(run, low, high)
     print(
         f"{trace.name} · {args.policy}: {edge.outcome_below} at {edge.below:,} bytes"
@@ -177,7 +223,7 @@ def _fetch(args: argparse.Namespace) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> None:
-    trace = _load_from(args.trace, args.data, args.sheet)
+    trace = stages.load_trace(args.trace, args.data, args.sheet)
     baseline = {
         "trace": trace.name,
         "sha256": trace.sha256,
@@ -188,34 +234,81 @@ def _baseline(args: argparse.Namespace) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    protocol = plan.read_protocol(args.protocol)
-    baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
-    index = [entry.name for entry in fetch.read_sheet(args.sheet)].index(args.trace)
-    points = plan.job_points(
-        plan.stage_points(protocol, args.stage, args.trace, index), args.points_per_job, args.job
+    job = _job(args, args.stage)
+    if args.stage == "A":
+        points = plan.stage_a_points(job.params, args.trace)
+    elif args.stage == "C":
+        index = [entry.name for entry in fetch.read_sheet(args.sheet)].index(args.trace)
+        points = plan.stage_c_points(job.params, index)
+    else:
+        intervals = stages.read_output(args.refine)["intervals"]
+        points = plan.stage_b_points(job.params, [[i["low"], i["high"]] for i in intervals])
+    chosen = plan.job_points(points, args.points_per_job, args.job)
+    _write_json(args.out, {"run_ids": stages.sweep(job, args.stage, chosen)})
+
+
+def _refine(args: argparse.Namespace) -> None:
+    listed = stages.listed_records(args.jobs, args.results / "records")
+    params = plan.parameters(args.spec)
+    intervals = plan.refine_intervals(params, stages.refinement_samples(listed))
+    _write_json(args.out, {"trace": args.trace, "intervals": intervals})
+    print(f"{args.trace}: {len(intervals)} intervals to refine")
+
+
+def _edges(args: argparse.Namespace) -> None:
+    job = _job(args, "edge")
+    found, run_ids = stages.find_edges(job, stages.listed_records(args.jobs, job.records))
+    _write_json(args.out, {"edges": found, "run_ids": run_ids})
+    print(f"{args.trace} {args.policy}: {len(found)} edges, {len(run_ids)} runs")
+
+
+def _repeat(args: argparse.Namespace) -> None:
+    job = _job(args, "repeat")
+    regions, run_ids = stages.repeat_regions(job, stages.listed_records(args.jobs, job.records))
+    _write_json(args.out, {"regions": regions, "run_ids": run_ids})
+    for region in regions:
+        for point in region["points"]:
+            if point["disagree"]:
+                print(
+                    f"DISAGREEMENT: {args.trace} {args.policy} budget {point['budget']:,}:"
+                    f" repeats {point['disagree']} differ from the original run",
+                    file=sys.stderr,
+                )
+
+
+def _collect(args: argparse.Namespace) -> None:
+    run_ids = [i for path in args.jobs for i in stages.read_output(path)["run_ids"]]
+    _write_json(args.out, {"run_ids": run_ids})
+
+
+def _gather(args: argparse.Namespace) -> None:
+    listed = stages.listed_records(args.jobs, args.results / "records")
+    print(f"{records.gather(listed, args.out)} records")
+
+
+def _holes(args: argparse.Namespace) -> None:
+    def by_series(paths: list[Path], key: str) -> dict:
+        outputs = [(p, stages.read_output(p)) for p in paths]
+        return {(p.parent.name, p.stem): out[key] for p, out in outputs}
+
+    evidence = holes.Evidence(
+        edges=by_series(args.edges, "edges"),
+        repeats=by_series(args.repeats, "regions"),
+        protocol_version=stages.read_output(args.protocol)["version"],
     )
-    params = get_policy(args.policy).resolve(protocol["policies"].get(args.policy))
-    requests = [
-        Request(
-            trace=args.trace,
-            trace_sha256=baseline["sha256"],
-            policy=args.policy,
-            params=params,
-            budget=budget_for(None, p.ratio, peak=baseline["peak_memory"]),
-            ratio=p.ratio,
-            overhead_cap=protocol["limits"]["overhead_cap"],
-            stage=args.stage,
-            repeat=p.repeat,
-        )
-        for p in points
-    ]
-    load = functools.partial(_load_from, data=args.data, sheet=args.sheet)
-    paths = runner.run_requests(requests, load, args.records, protocol["limits"]["wall_clock_s"])
-    _write_json(args.out, [path.stem for path in paths])
+    print(f"{holes.tabulate(args.records, evidence, args.out, args.markdown)} series")
 
 
-def _load_from(name: str, data: Path, sheet: Path) -> Trace:
-    return fetch.load_trace(name, data, str(data / fetch.ARCHIVE_NAME), sheet=sheet)
+def _protocol(args: argparse.Namespace) -> None:
+    current = protocol.load(args.protocol)
+    if args.action == "show":
+        print(protocol.describe(current))
+        return
+    if args.out is None:
+        raise UserError("protocol render", "--out FILE", "no --out")
+    if args.version not in (None, current.version):
+        raise UserError(str(args.protocol), f"protocol version {args.version}", current.version)
+    _write_json(args.out, protocol.render(current))
 
 
 def _write_json(path: Path, value: object) -> None:

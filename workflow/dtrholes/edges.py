@@ -1,4 +1,4 @@
-"""Exact edges: the pair of adjacent byte budgets where a run's outcome changes."""
+"""Exact edges: the pair of adjacent byte budgets where a run's feasibility changes."""
 
 from __future__ import annotations
 
@@ -6,41 +6,62 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator import Result, UserError
+from simulator.result import OK
 
 
 @dataclass(frozen=True)
 class Edge:
-    """Budgets `below` and `below + 1` end in different outcomes."""
+    """Budgets up to `below` end like the lower sample, `above` and the next ones do not.
+
+    Resolved when `above == below + 1`; otherwise the run cap (or a timeout) stopped the search
+    and the edge lies somewhere in (below, above].
+    """
 
     below: int
+    above: int
     outcome_below: str
     outcome_above: str
     runs: int
 
+    @property
+    def resolved(self) -> bool:
+        return self.above == self.below + 1
 
-def exact_edge(run: Callable[[int], Result], low: int, high: int) -> Edge:
-    """Bisect on integer bytes between budgets whose outcomes differ, jumping with each run's
-    certified interval (every budget in it ends the same way), until two adjacent budgets
-    differ. Finds one edge; between `low` and `high` there may be several."""
-    first, last = run(low), run(high)
-    if not low < high or first.outcome == last.outcome:
+
+def feasible(outcome: str) -> bool:
+    return outcome == OK
+
+
+def exact_edge(
+    run: Callable[[int], Result | None],
+    first: Result,
+    last: Result,
+    max_runs: int | None = None,
+) -> Edge:
+    """Bisect on integer bytes between two runs that differ in feasibility, jumping with each
+    run's certified interval (every budget in it ends the same way), until two adjacent budgets
+    differ. `run` may return None (a timeout), which stops the search. Finds one edge; between
+    the two budgets there may be several."""
+    if not first.budget < last.budget or feasible(first.outcome) == feasible(last.outcome):
         raise UserError(
-            f"budgets {low} and {high}",
-            "a lower and a higher budget with different outcomes",
+            f"budgets {first.budget} and {last.budget}",
+            "a lower and a higher budget that differ in feasibility",
             f"{first.outcome} and {last.outcome}",
         )
-    runs = 2
-    # Invariant: `lo` ends like `low`, `hi` does not.
-    lo = _top(first)
-    hi = last.budget_lo
-    while hi - lo > 1:
+    # Invariant: `below` is certified up to `lo` and `above` from `hi`, feasible as `first`
+    # and as `last` respectively.
+    below, above, runs = first, last, 0
+    lo, hi = _top(first), last.budget_lo
+    while hi - lo > 1 and (max_runs is None or runs < max_runs):
         middle = run((lo + hi) // 2)
         runs += 1
-        if middle.outcome == first.outcome:
-            lo = _top(middle)
+        if middle is None:
+            break
+        if feasible(middle.outcome) == feasible(first.outcome):
+            lo, below = _top(middle), middle
         else:
-            hi = middle.budget_lo
-    return Edge(lo, first.outcome, run(lo + 1).outcome, runs + 1)
+            hi, above = middle.budget_lo, middle
+    return Edge(lo, hi, below.outcome, above.outcome, runs)
 
 
 def _top(result: Result) -> int:

@@ -101,29 +101,81 @@ def summarise(samples: list[Sample]) -> Summary:
     )
 
 
-def _samples(rows: list[dict]) -> list[Sample]:
-    return [
-        Sample(r["budget"], r["ratio"], r["outcome"] if r["status"] == "complete" else "timeout")
-        for r in rows
-    ]
+def sample_of(record: dict) -> Sample:
+    """A record's sample: its outcome, or `timeout` when the guard stopped it."""
+    result = record["result"]
+    outcome = result["outcome"] if record["status"] == "complete" else "timeout"
+    return Sample(record["budget"], record["ratio"], outcome)
 
 
-def tabulate(records_table: Path, out: Path, markdown: Path) -> int:
+def confirmation_points(region: Region, series: list[Sample], mode: str) -> list[int]:
+    """The budgets that confirm a region: the completing samples just outside it and, inside,
+    its first and last failing sample (`brackets`) or every failing sample (`region`)."""
+    if mode == "brackets":
+        inside = sorted({region.first_fail, region.last_fail})
+    else:
+        inside = [
+            s.budget
+            for s in series
+            if region.first_fail <= s.budget <= region.last_fail and s.outcome in FAILING
+        ]
+    return [region.ok_below, *inside, region.ok_above]
+
+
+def region_dict(region: Region) -> dict:
+    return asdict(region)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the tables read besides the records: per trace × policy, edges and repeats."""
+
+    edges: dict[tuple[str, str], list[dict]]
+    repeats: dict[tuple[str, str], list[dict]]
+    protocol_version: str
+
+
+def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown: Path) -> int:
     """Summarise every trace × policy series of a records table; returns the row count."""
+    rows = _read_rows(records_table)
+    by_series: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        by_series[row["trace"], row["policy"]].append(row)
+    table = [_table_row(key, found, evidence) for key, found in sorted(by_series.items())]
+    write_table(pa.Table.from_pylist(table, schema=_SCHEMA), out)
+    markdown.write_text(_markdown(table, evidence.protocol_version), encoding="utf-8")
+    return len(table)
+
+
+def _read_rows(records_table: Path) -> list[dict]:
     try:
-        rows = pq.read_table(records_table).to_pylist()
+        return pq.read_table(records_table).to_pylist()
     except (OSError, pa.ArrowException) as exc:
         raise UserError(str(records_table), "a records table", str(exc)) from None
-    series: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for row in rows:
-        series[row["trace"], row["policy"]].append(row)
-    table = [
-        {"trace": t, "policy": p, **_flat(summarise(_samples(r)))}
-        for (t, p), r in sorted(series.items())
-    ]
-    write_table(pa.Table.from_pylist(table, schema=_SCHEMA), out)
-    markdown.write_text(_markdown(table), encoding="utf-8")
-    return len(table)
+
+
+def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> dict:
+    sampled = [r for r in rows if r["stage"] in ("A", "B", "C")]
+    summary = summarise([Sample(r["budget"], r["ratio"], _outcome(r)) for r in sampled])
+    edges = evidence.edges.get(key, [])
+    repeats = evidence.repeats.get(key, [])
+    versions = sorted({r["protocol_version"] for r in rows if r["protocol_version"]})
+    return {
+        "trace": key[0],
+        "policy": key[1],
+        **_flat(summary),
+        "exact_edges": json.dumps(edges),
+        "edges_unresolved": sum(not e["resolved"] for e in edges),
+        "regions_confirmed": sum(r["confirmed"] for r in repeats),
+        "repeat_disagreements": sum(len(p["disagree"]) for r in repeats for p in r["points"]),
+        "protocol_versions": ",".join(versions),
+        "older_protocol": any(v != evidence.protocol_version for v in versions),
+        "amendments": ",".join(sorted({a for r in rows for a in r["amendments"]})),
+    }
+
+
+def _outcome(row: dict) -> str:
+    return row["outcome"] if row["status"] == "complete" else "timeout"
 
 
 def _flat(summary: Summary) -> dict:
@@ -147,6 +199,13 @@ _SCHEMA = pa.schema(
         ("region_brackets", pa.string()),
         ("stable_from", pa.int64()),
         ("unresolved", pa.int64()),
+        ("exact_edges", pa.string()),
+        ("edges_unresolved", pa.int64()),
+        ("regions_confirmed", pa.int64()),
+        ("repeat_disagreements", pa.int64()),
+        ("protocol_versions", pa.string()),
+        ("older_protocol", pa.bool_()),
+        ("amendments", pa.string()),
     ]
 )
 
@@ -156,17 +215,29 @@ def _bracket(r: dict) -> str:
     return f"{r['ok_below']:,} ok | {fails} | {r['ok_above']:,} ok"
 
 
-def _markdown(table: list[dict]) -> str:
+def _edge(e: dict) -> str:
+    if e["resolved"]:
+        return f"{e['below']:,} {e['outcome_below']} / +1 {e['outcome_above']}"
+    return f"in ({e['below']:,}, {e['above']:,}] unresolved"
+
+
+def _markdown(table: list[dict], version: str) -> str:
     lines = [
+        f"Protocol version {version}; rows marked † hold runs recorded under an older version.",
+        "",
         "| trace | policy | samples | first success | failing above (OOM / thrashed) | regions "
-        "| edge brackets (bytes) | stable from | unresolved |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "(confirmed) | edge brackets (bytes) | exact edges (bytes) | stable from | unresolved |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table:
         brackets = "<br>".join(_bracket(r) for r in json.loads(row["region_brackets"])) or "–"
+        exact = "<br>".join(_edge(e) for e in json.loads(row["exact_edges"])) or "–"
+        mark = " †" if row["older_protocol"] else ""
         lines.append(
-            f"| {row['trace']} | {row['policy']} | {row['samples']} | {row['first_success']} "
+            f"| {row['trace']}{mark} | {row['policy']} | {row['samples']} "
+            f"| {row['first_success']} "
             f"| {row['failing_above']} ({row['oom_above']} / {row['thrashed_above']}) "
-            f"| {row['regions']} | {brackets} | {row['stable_from']} | {row['unresolved']} |"
+            f"| {row['regions']} ({row['regions_confirmed']}) | {brackets} | {exact} "
+            f"| {row['stable_from']} | {row['unresolved']} |"
         )
     return "\n".join(lines) + "\n"

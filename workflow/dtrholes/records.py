@@ -27,7 +27,11 @@ class RecordError(UserError):
 
 @dataclass(frozen=True)
 class Request:
-    """What one run is asked to do; its hash is the run id."""
+    """What one run is asked to do; the hash of what defines the execution is the run id.
+
+    The protocol version and amendments only label the record: an identical execution asked
+    for under a later protocol version is the same run, and its record is reused.
+    """
 
     trace: str
     trace_sha256: str
@@ -36,6 +40,7 @@ class Request:
     budget: int
     ratio: float | None = None
     overhead_cap: float | None = None
+    wall_clock_s: float | None = None
     stage: str = "adhoc"
     repeat: int = 0
     protocol_version: str | None = None
@@ -43,7 +48,9 @@ class Request:
 
     @property
     def run_id(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        defining = asdict(self)
+        del defining["protocol_version"], defining["amendments"]
+        canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -72,6 +79,7 @@ def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
         "budget": request.budget,
         "ratio": request.ratio,
         "overhead_cap": request.overhead_cap,
+        "wall_clock_s": request.wall_clock_s,
         "stage": request.stage,
         "repeat": request.repeat,
         "protocol": {"version": request.protocol_version, "amendments": list(request.amendments)},
@@ -160,6 +168,7 @@ _COLUMNS = {
     "stage": pa.string(),
     "repeat": pa.int64(),
     "protocol_version": pa.string(),
+    "amendments": pa.list_(pa.string()),
     "status": pa.string(),
     "outcome": pa.string(),
     "clock": pa.int64(),
@@ -188,15 +197,16 @@ def _row(record: dict) -> dict:
         "stage": record["stage"],
         "repeat": record["repeat"],
         "protocol_version": record["protocol"]["version"],
+        "amendments": record["protocol"]["amendments"],
         "status": record["status"],
         "wall_s": record["wall_s"],
         **{key: result.get(key) for key in _RESULT_COLUMNS},
     }
 
 
-def gather(directory: Path, parquet: Path) -> int:
-    """Tabulate every record under `directory` into one Parquet file; returns the row count."""
-    rows = [_row(r) for r in read_records(directory)]
+def gather(listed: list[dict], parquet: Path) -> int:
+    """Tabulate records into one Parquet file; returns the row count."""
+    rows = [_row(r) for r in listed]
     schema = pa.schema([pa.field(k, t) for k, t in _COLUMNS.items()])
     write_table(pa.Table.from_pylist(rows, schema=schema), parquet)
     return len(rows)

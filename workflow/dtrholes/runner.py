@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtrholes import records
+from dtrholes import centrality, records
 from dtrholes.records import Request, Usage
 from simulator import Result, Trace, simulate
 
@@ -22,11 +22,11 @@ class Outcome:
     usage: Usage
 
 
-def _execute(request: Request, trace: Trace) -> Outcome:
+def _execute(request: Request, trace: Trace, results_dir: Path) -> Outcome:
     started, wall, cpu = records.utc_now(), time.perf_counter(), time.process_time()
-    result = simulate(
-        trace, request.budget, request.policy, dict(request.params), request.overhead_cap
-    )
+    params = dict(request.params)
+    central = centrality.for_policy(trace, request.policy, params, results_dir)
+    result = simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
     usage = Usage(
         started_utc=started,
         ended_utc=records.utc_now(),
@@ -37,26 +37,27 @@ def _execute(request: Request, trace: Trace) -> Outcome:
     return Outcome(result, usage)
 
 
-def _worker(connection, load: Callable[[str], Trace]) -> None:
+def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
     traces: dict[str, Trace] = {}
     while (request := connection.recv()) is not None:
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
-        connection.send(_execute(request, traces[request.trace]))
+        connection.send(_execute(request, traces[request.trace], results_dir))
 
 
 class _Worker:
     """A worker process; killed and replaced when a request outlives the guard."""
 
-    def __init__(self, load: Callable[[str], Trace]):
-        self.load = load
+    def __init__(self, load: Callable[[str], Trace], results_dir: Path | None):
+        self.args = (load, results_dir)
         self.process = None
 
-    def ask(self, request: Request, guard_s: float) -> Outcome | None:
+    def ask(self, request: Request, guard_s: float | None) -> Outcome | None:
+        """The worker's answer, or None when it took longer than `guard_s` (None: no guard)."""
         if self.process is None:
             context = mp.get_context("spawn")
             self.connection, child = context.Pipe()
-            self.process = context.Process(target=_worker, args=(child, self.load), daemon=True)
+            self.process = context.Process(target=_worker, args=(child, *self.args), daemon=True)
             self.process.start()
         self.connection.send(request)
         if self.connection.poll(guard_s):
@@ -79,38 +80,68 @@ def _timeout_usage(started: str, wall_s: float) -> Usage:
     return Usage(started, records.utc_now(), wall_s, 0.0, 0)
 
 
+class Session:
+    """Runs requests one at a time and records each; a request with a record is not rerun.
+
+    `load` must be picklable (a module-level function): it runs in the worker process, which
+    caches policies' centrality under `results_dir`. With `fresh`, every request runs in a new
+    worker process that has run nothing before.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[str], Trace],
+        directory: Path,
+        results_dir: Path | None = None,
+        fresh: bool = False,
+    ):
+        self.directory, self.fresh = Path(directory), fresh
+        self.worker = _Worker(load, results_dir)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.worker.close()
+
+    def run(self, request: Request) -> tuple[Result | None, bool]:
+        """The request's Result (None: it timed out) and whether it was executed just now."""
+        path = records.record_path(self.directory, request.run_id)
+        if path.exists():
+            result = records.read_record(path)["result"]
+            return (None if result is None else Result.from_dict(result)), False
+        started, wall = records.utc_now(), time.perf_counter()
+        outcome = self.worker.ask(request, request.wall_clock_s)
+        if self.fresh:
+            self.worker.close()
+        if outcome is None:
+            usage, result = _timeout_usage(started, time.perf_counter() - wall), None
+        else:
+            usage, result = outcome.usage, outcome.result
+        records.write_record(records.make_record(request, usage, result), self.directory)
+        return result, True
+
+
 def run_requests(
     requests: Iterable[Request],
     load: Callable[[str], Trace],
     directory: Path,
-    guard_s: float,
+    results_dir: Path | None = None,
+    fresh: bool = False,
     progress: Callable[[str], None] = print,
 ) -> list[Path]:
     """Run every request lacking a record in `directory`; returns the records' paths.
 
     Rerunning after an interruption only runs what has no record yet. A request that outlives
-    `guard_s` seconds is recorded as a timeout (unresolved) and its worker replaced. `load`
-    must be picklable (a module-level function): it runs in the worker process.
+    its wall-clock guard is recorded as a timeout (unresolved) and its worker replaced.
     """
     requests = list(requests)
-    paths, worker = [], _Worker(load)
-    try:
+    with Session(load, directory, results_dir, fresh) as session:
         for i, request in enumerate(requests, 1):
-            path = records.record_path(directory, request.run_id)
-            if not path.exists():
-                started, wall = records.utc_now(), time.perf_counter()
-                outcome = worker.ask(request, guard_s)
-                if outcome is None:
-                    usage, result = _timeout_usage(started, time.perf_counter() - wall), None
-                else:
-                    usage, result = outcome.usage, outcome.result
-                records.write_record(records.make_record(request, usage, result), directory)
-                status = result.outcome if result else "timeout"
-                progress(
-                    f"[{i}/{len(requests)}] {request.trace} {request.policy} "
-                    f"{request.budget:,} bytes: {status}"
-                )
-            paths.append(path)
-    finally:
-        worker.close()
-    return paths
+            result, executed = session.run(request)
+            status = result.outcome if result else "timeout"
+            progress(
+                f"[{i}/{len(requests)}] {request.trace} {request.policy} "
+                f"{request.budget:,} bytes: {status}{'' if executed else ' (recorded earlier)'}"
+            )
+    return [records.record_path(directory, r.run_id) for r in requests]

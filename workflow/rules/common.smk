@@ -1,44 +1,116 @@
-# Small helpers shared by the stages: validated config, the protocol, the planned jobs.
+# Small helpers shared by the stages: validated config, the protocol, each job's protocol values.
+import json
 import sys
 
 from snakemake.utils import validate
 
-from dtrholes import fetch, plan
+from dtrholes import fetch, plan, protocol, stages
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 DTR_HOLES = f'"{sys.executable}" -m dtrholes'
 
 validate(config, "../schemas/config.schema.yaml")
 
-PROTOCOL = plan.read_protocol(config["protocol"])
-TRACES = config["traces"] or [t for role in PROTOCOL["traces"].values() for t in role]
-POLICIES = config["policies"] or list(PROTOCOL["policies"])
+PROTOCOL = protocol.load(config["protocol"])
+PARAMS = PROTOCOL.parameters
+TRACES = config["traces"] or [t for role in PARAMS["traces"].values() for t in role]
+POLICIES = config["policies"] or list(PARAMS["policies"])
+SHEET = [entry.name for entry in fetch.read_sheet(config["trace_sheet"])]
 
 
 wildcard_constraints:
     trace="|".join(TRACES),
     policy="|".join(POLICIES),
     job=r"\d+",
-    stage="a|c",
+    stage="a|b|c",
 
 
-SHEET = [entry.name for entry in fetch.read_sheet(config["trace_sheet"])]
+def spec(kind, policy=None):
+    """The protocol values (and amendments) a job reads, as the JSON its command receives."""
+    return json.dumps(plan.job_spec(PROTOCOL, kind, policy), sort_keys=True)
 
 
-def stage_jobs(stage, trace):
-    points = plan.stage_points(PROTOCOL, stage, trace, SHEET.index(trace))
-    return range(plan.job_count(points, config["points_per_job"]))
+def sweep_spec(wildcards):
+    return spec(wildcards.stage.upper(), wildcards.policy)
 
 
-def sweep_outputs():
+def edge_spec(wildcards):
+    return spec("edge", wildcards.policy)
+
+
+def repeat_spec(wildcards):
+    return spec("repeat", wildcards.policy)
+
+
+def stage_points(stage, trace):
+    params = plan.parameters(json.loads(spec(stage, POLICIES[0])))
+    if stage == "A":
+        return plan.stage_a_points(params, trace)
+    if stage == "C":
+        return (
+            plan.stage_c_points(params, SHEET.index(trace))
+            if "stage_c" in PARAMS
+            else []
+        )
+    refine = checkpoints.plan_refinement.get(trace=trace).output[0]
+    intervals = stages.read_output(refine)["intervals"]
+    return plan.stage_b_points(params, [[i["low"], i["high"]] for i in intervals])
+
+
+def stage_outputs(stage, trace, policy):
+    points = stage_points(stage, trace)
+    jobs = plan.job_count(points, config["points_per_job"]) if points else 0
+    folder = f"results/stage_{stage.lower()}/{trace}/{policy}"
+    return [f"{folder}/job{job}.json" for job in range(jobs)]
+
+
+def unrefined_outputs(wildcards):
+    """Stage A and C outputs of every policy on a trace: what Stage B's plan reads."""
     return [
-        f"results/stage_{stage.lower()}/{trace}/{policy}/job{job}.json"
-        for stage in ("A", "C")
-        for trace in TRACES
+        path
         for policy in POLICIES
-        for job in stage_jobs(stage, trace)
+        for stage in ("A", "C")
+        for path in stage_outputs(stage, wildcards.trace, policy)
     ]
 
 
+def sampled_outputs(wildcards):
+    """Stage A, B and C outputs of one trace × policy: its sampled series. Asks for the trace's
+    refinement plan, so only this trace's jobs wait for it."""
+    return [
+        path
+        for stage in ("A", "B", "C")
+        for path in stage_outputs(stage, wildcards.trace, wildcards.policy)
+    ]
+
+
+def refine_option(wildcards):
+    if wildcards.stage != "b":
+        return ""
+    return f"--refine results/stage_b/{wildcards.trace}/plan.json"
+
+
+def refine_input(wildcards):
+    return (
+        [f"results/stage_b/{wildcards.trace}/plan.json"]
+        if wildcards.stage == "b"
+        else []
+    )
+
+
+# Per trace × policy stages and the protocol section that switches each on.
+SERIES_STAGES = {"series": "stage_a", "edges": "edges", "repeats": "confirmation"}
+
+
+def series_outputs(kind):
+    if SERIES_STAGES[kind] not in PARAMS:
+        return []
+    return [f"results/{kind}/{t}/{p}.json" for t in TRACES for p in POLICIES]
+
+
+def protocol_render():
+    return f"results/protocol/{PROTOCOL.version}.json"
+
+
 def all_outputs():
-    return ["results/records.parquet", "results/holes/holes.md"]
+    return ["results/records.parquet", "results/holes/holes.md", protocol_render()]

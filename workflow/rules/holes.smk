@@ -1,6 +1,9 @@
 rule tabulate_holes:
     input:
-        "results/records.parquet",
+        records="results/records.parquet",
+        edges=series_outputs("edges"),
+        repeats=series_outputs("repeats"),
+        protocol=protocol_render(),
     output:
         table="results/holes/holes.parquet",
         markdown=report(
@@ -13,5 +16,6 @@ rule tabulate_holes:
     params:
         cli=DTR_HOLES,
     shell:
-        "{params.cli} holes --records {input} --out {output.table}"
+        "{params.cli} holes --records {input.records} --edges {input.edges}"
+        " --repeats {input.repeats} --protocol {input.protocol} --out {output.table}"
         " --markdown {output.markdown} > {log} 2>&1"

@@ -1,5 +1,6 @@
 rule sweep_stage:
     input:
+        refine=refine_input,
         baseline="results/baselines/{trace}.json",
         archive="data/dtr-logs.zip",
     output:
@@ -13,17 +14,34 @@ rule sweep_stage:
         sheet=config["trace_sheet"],
         protocol=config["protocol"],
         per_job=config["points_per_job"],
+        spec=sweep_spec,
+        refine=refine_option,
     shell:
-        "{params.cli} sweep --protocol {params.protocol} --stage {wildcards.stage} --trace {wildcards.trace}"
-        " --policy {wildcards.policy} --job {wildcards.job} --points-per-job {params.per_job}"
-        " --baseline {input.baseline} --data data --sheet {params.sheet} --records results/records"
-        " --out {output}"
-        " > {log} 2>&1"
+        "{params.cli} sweep --stage {wildcards.stage} --job {wildcards.job}"
+        " --points-per-job {params.per_job} {params.refine} --trace {wildcards.trace}"
+        " --policy {wildcards.policy} --spec {params.spec:q} --protocol {params.protocol}"
+        " --baseline {input.baseline} --data data --sheet {params.sheet} --results results"
+        " --out {output} > {log} 2>&1"
+
+
+rule collect_series:
+    input:
+        sampled_outputs,
+    output:
+        "results/series/{trace}/{policy}.json",
+    log:
+        "results/logs/series/{trace}/{policy}.log",
+    params:
+        cli=DTR_HOLES,
+    shell:
+        "{params.cli} collect --jobs {input} --out {output} > {log} 2>&1"
 
 
 rule gather_records:
     input:
-        sweep_outputs(),
+        series_outputs("series"),
+        series_outputs("edges"),
+        series_outputs("repeats"),
     output:
         "results/records.parquet",
     log:
@@ -31,4 +49,4 @@ rule gather_records:
     params:
         cli=DTR_HOLES,
     shell:
-        "{params.cli} gather --records results/records --out {output} > {log} 2>&1"
+        "{params.cli} gather --jobs {input} --results results --out {output} > {log} 2>&1"

@@ -1,0 +1,183 @@
+"""The pipeline's simulation stages: sweeps, refinement planning, exact edges and repeats."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dtrholes import edges, fetch, holes, plan, records, runner
+from dtrholes.records import Request
+from simulator import Result, Trace, budget_for, get_policy
+
+SAMPLED = ("A", "B", "C")  # the stages whose runs are the sampled series
+
+
+@dataclass(frozen=True)
+class Job:
+    """One pipeline job's inputs: what it runs on and the protocol values it reads."""
+
+    trace: str
+    policy: str
+    spec: dict  # plan.job_spec: the protocol values the job reads and their amendments
+    version: str  # the protocol version in effect, which labels the job's records
+    baseline: dict  # the trace's sha256, peak memory and model compute
+    data: Path
+    sheet: Path
+    results: Path
+
+    @property
+    def params(self) -> dict:
+        return plan.parameters(self.spec)
+
+    def request(self, stage: str, budget: int, ratio: float | None, repeat: int = 0) -> Request:
+        limits = self.params["limits"]
+        return Request(
+            trace=self.trace,
+            trace_sha256=self.baseline["sha256"],
+            policy=self.policy,
+            params=get_policy(self.policy).resolve(self.params["policies"][self.policy]),
+            budget=budget,
+            ratio=ratio,
+            overhead_cap=limits["overhead_cap"],
+            wall_clock_s=limits["wall_clock_s"],
+            stage=stage,
+            repeat=repeat,
+            protocol_version=self.version,
+            amendments=tuple(self.spec["amendments"]),
+        )
+
+    def at_ratio(self, stage: str, point: plan.Point) -> Request:
+        budget = budget_for(None, point.ratio, peak=self.baseline["peak_memory"])
+        return self.request(stage, budget, point.ratio, point.repeat)
+
+    def session(self, fresh: bool = False) -> runner.Session:
+        return runner.Session(self.loader(), self.records, self.results, fresh)
+
+    def loader(self):
+        return functools.partial(load_trace, data=self.data, sheet=self.sheet)
+
+    @property
+    def records(self) -> Path:
+        return self.results / "records"
+
+
+def load_trace(name: str, data: Path, sheet: Path) -> Trace:
+    """A trace from the pipeline's fetched archive (module level: worker processes call it)."""
+    return fetch.load_trace(name, data, str(data / fetch.ARCHIVE_NAME), sheet=sheet)
+
+
+def sweep(job: Job, stage: str, points: list[plan.Point]) -> list[str]:
+    """Run the points (those without a record yet); the run ids of all of them."""
+    requests = [job.at_ratio(stage, p) for p in points]
+    runner.run_requests(requests, job.loader(), job.records, job.results)
+    return [r.run_id for r in requests]
+
+
+def listed_records(lists: Iterable[Path], directory: Path) -> list[dict]:
+    """The records that job outputs list, in the order listed."""
+    return [
+        records.read_record(records.record_path(directory, run_id))
+        for path in lists
+        for run_id in read_output(path)["run_ids"]
+    ]
+
+
+def read_output(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def refinement_samples(listed: list[dict]) -> list[plan.Sample]:
+    """Stage A and C records as refinement reads them: completed runs only."""
+    return [
+        plan.Sample(
+            r["policy"]["name"],
+            r["stage"],
+            r["ratio"],
+            r["result"]["outcome"],
+            r["result"]["overhead"] if r["result"]["outcome"] == "ok" else None,
+        )
+        for r in listed
+        if r["status"] == "complete"
+    ]
+
+
+def series(listed: list[dict]) -> list[holes.Sample]:
+    """The sampled series (stages A, B, C) of one trace × policy, one sample per run."""
+    return [holes.sample_of(r) for r in listed if r["stage"] in SAMPLED]
+
+
+def first_results(listed: list[dict]) -> dict[int, Result]:
+    """Each sampled budget's Result, from its first complete record."""
+    found: dict[int, Result] = {}
+    for r in listed:
+        if r["stage"] in SAMPLED and r["status"] == "complete":
+            found.setdefault(r["budget"], Result.from_dict(r["result"]))
+    return found
+
+
+def find_edges(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
+    """The exact edge between every adjacent pair of resolved samples that differ in
+    feasibility; returns the edges and the run ids of the bisection runs."""
+    known = first_results(listed)
+    resolved = [s for s in holes.collapse(series(listed)) if s.outcome != "timeout"]
+    run_ids: list[str] = []
+    found = []
+    with job.session() as session:
+
+        def run(budget: int) -> Result | None:
+            request = job.request("edge", budget, None)
+            run_ids.append(request.run_id)
+            return session.run(request)[0]
+
+        for a, b in zip(resolved, resolved[1:], strict=False):
+            if edges.feasible(a.outcome) != edges.feasible(b.outcome):
+                edge = edges.exact_edge(
+                    run, known[a.budget], known[b.budget], job.params["edges"]["max_runs"]
+                )
+                found.append(_edge_row(job, a, b, edge))
+    return found, run_ids
+
+
+def _edge_row(job: Job, a: holes.Sample, b: holes.Sample, edge: edges.Edge) -> dict:
+    peak = job.baseline["peak_memory"]
+    return {
+        "low_sample": a.budget,
+        "high_sample": b.budget,
+        "below": edge.below,
+        "above": edge.above,
+        "ratio": edge.below / peak,
+        "outcome_below": edge.outcome_below,
+        "outcome_above": edge.outcome_above,
+        "resolved": edge.resolved,
+        "runs": edge.runs,
+    }
+
+
+def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
+    """Rerun every confirmation point of every region `repeats` times, each in a fresh process,
+    and compare each Result with the original; returns the regions and the repeats' run ids."""
+    confirmation = job.params["confirmation"]
+    known = first_results(listed)
+    collapsed = holes.collapse(series(listed))
+    ratios = {s.budget: s.ratio for s in collapsed}
+    regions, run_ids = [], []
+    with job.session(fresh=True) as session:
+        for region in holes.summarise(collapsed).regions:
+            points = []
+            for budget in holes.confirmation_points(region, collapsed, confirmation["points"]):
+                disagree = []
+                for i in range(1, confirmation["repeats"] + 1):
+                    request = job.request("repeat", budget, ratios[budget], i)
+                    run_ids.append(request.run_id)
+                    result = session.run(request)[0]
+                    if result != known[budget]:
+                        disagree.append(i)
+                points.append(
+                    {"budget": budget, "outcome": known[budget].outcome, "disagree": disagree}
+                )
+            confirmed = all(not p["disagree"] for p in points)
+            regions.append({**holes.region_dict(region), "points": points, "confirmed": confirmed})
+    return regions, run_ids

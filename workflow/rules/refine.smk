@@ -1,0 +1,13 @@
+checkpoint plan_refinement:
+    input:
+        unrefined_outputs,
+    output:
+        "results/stage_b/{trace}/plan.json",
+    log:
+        "results/logs/plan_refinement/{trace}.log",
+    params:
+        cli=DTR_HOLES,
+        spec=spec("refine"),
+    shell:
+        "{params.cli} refine --trace {wildcards.trace} --spec {params.spec:q} --jobs {input}"
+        " --results results --out {output} > {log} 2>&1"
