@@ -1,0 +1,247 @@
+"""Cross-check against unmodified simrd: locate its source, run it in a fresh process on a trace."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from dtrholes import fetch
+from simulator.errors import UserError
+from simulator.policies import POLICIES, get_policy
+from simulator.trace import read_trace
+
+SIMRD_ENV = "DTR_HOLES_SIMRD"
+"""Names the simrd source (checkout directory or archive) for tests and callers that want one."""
+SIMRD_COMMIT = "eff53cc4804cc7d6246a6e5086861ce2b846f62b"
+"""The dtr-prototype commit whose simrd the reference results and this cross-check are for."""
+DRIVER = Path(__file__).with_name("simrd_driver.py")
+EXPECTED_SOURCE = (
+    "a checkout of github.com/uwsampl/dtr-prototype (or its simrd/ folder), "
+    "or a .zip/.tar.gz archive of one"
+)
+ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
+OUTCOMES = ("ok", "oom", "thrashed", "timeout")
+RESULT_KEYS = (
+    "outcome",
+    "clock",
+    "evictions",
+    "eviction_seq_sha256",
+    "remat_compute",
+    "model_compute",
+    "peak_memory",
+    "heuristic_evals",
+    "wall_s",
+    "simrd_file",
+)
+# What a simrd heuristic class is called for each of our policies that reproduces one.
+SIMRD_HEURISTICS = {p.name: p.simrd_name for p in POLICIES.values() if p.simrd_name}
+
+
+def _package_root(parts: tuple[str, ...]) -> int | None:
+    """How many leading parts name the sys.path entry, if `parts` is a simrd/__init__.py."""
+    if len(parts) >= 2 and parts[-2:] == ("simrd", "__init__.py"):
+        return len(parts) - 2
+    return None
+
+
+def _simrd_in_dir(path: Path) -> Path | None:
+    for root in (path, path / "simrd"):
+        if (root / "simrd" / "__init__.py").is_file():
+            return root
+    return None
+
+
+def _simrd_in_members(names: list[str]) -> PurePosixPath | None:
+    """The shallowest archive folder that holds the simrd package, as a relative path."""
+    found = []
+    for name in names:
+        parts = PurePosixPath(name).parts
+        depth = _package_root(parts)
+        if depth is not None and depth <= 3:
+            found.append(PurePosixPath(*parts[:depth]))
+    return min(found, key=lambda p: len(p.parts), default=None)
+
+
+def _members(archive: Path) -> list[str]:
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                return z.namelist()
+        with tarfile.open(archive, "r:gz") as t:
+            return t.getnames()
+    except (OSError, zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
+        raise UserError(str(archive), EXPECTED_SOURCE, f"an unreadable archive ({exc})") from None
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(dest)
+    else:
+        with tarfile.open(archive, "r:gz") as t:
+            t.extractall(dest, filter="data")
+
+
+def _extract_once(archive: Path, work_dir: Path) -> Path:
+    """Extract `archive` into work_dir under a name tied to its contents; reuse it if present."""
+    target = work_dir / f"simrd-{fetch.sha256_file(archive)[:16]}"
+    if target.is_dir():
+        return target
+    work_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=work_dir, prefix=".simrd-", suffix=".part"))
+    try:
+        _extract(archive, tmp)
+        os.rename(tmp, target)
+    except OSError:
+        if not target.is_dir():  # a concurrent extraction that won the rename is fine
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def locate_simrd(spec: str | Path, work_dir: Path) -> Path:
+    """The directory to put on sys.path so that `import simrd` imports the configured source.
+
+    `spec` is a checkout (repository root or its simrd/ folder) or a .zip/.tar.gz archive of one,
+    which is extracted once into `work_dir`.
+    """
+    path = Path(spec)
+    if path.is_dir():
+        root = _simrd_in_dir(path)
+        if root is None:
+            raise UserError(str(path), EXPECTED_SOURCE, "a directory without simrd/__init__.py")
+        return root.resolve()
+    if not path.is_file():
+        raise UserError(str(path), EXPECTED_SOURCE, "no such file or directory")
+    if not path.name.endswith(ARCHIVE_SUFFIXES):
+        raise UserError(str(path), EXPECTED_SOURCE, "a file that is not a .zip or .tar.gz")
+    inside = _simrd_in_members(_members(path))
+    if inside is None:
+        raise UserError(str(path), EXPECTED_SOURCE, "an archive without simrd/__init__.py")
+    return (_extract_once(path, Path(work_dir)) / inside).resolve()
+
+
+def simrd_heuristic(policy: str) -> str:
+    """simrd's heuristic class name for one of our policies (simrd's class names pass through)."""
+    chosen = get_policy(policy)
+    if chosen.simrd_name is None:
+        known = ", ".join(SIMRD_HEURISTICS)
+        raise UserError(f"policy {policy}", f"a policy simrd implements ({known})", "none")
+    return chosen.simrd_name
+
+
+def remat_limit(
+    trace_log: Path, overhead_cap: float | None, model_compute: int | None = None
+) -> float:
+    """simrd's remat_limit for our overhead cap: model compute × (cap − 1), as simulate() uses."""
+    if overhead_cap is None:
+        return math.inf
+    if not (isinstance(overhead_cap, int | float) and overhead_cap >= 1):
+        raise UserError("overhead cap", "a number >= 1", repr(overhead_cap))
+    if model_compute is None:
+        model_compute = read_trace(str(trace_log)).model_compute
+    return model_compute * (overhead_cap - 1)
+
+
+def _driver_command(trace_log: Path, budget: int, heuristic: str, limit: float) -> list[str]:
+    limit_arg = "inf" if math.isinf(limit) else repr(float(limit))
+    # -P: the driver's own folder must not shadow anything simrd imports.
+    return [
+        sys.executable,
+        "-P",
+        str(DRIVER),
+        str(trace_log),
+        str(int(budget)),
+        heuristic,
+        limit_arg,
+    ]
+
+
+def _parsed(stdout: str) -> dict | None:
+    lines = stdout.strip().splitlines()
+    try:
+        report = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return report if isinstance(report, dict) and set(report) == set(RESULT_KEYS) else None
+
+
+def _report(source: Path, proc: subprocess.CompletedProcess) -> dict:
+    report = _parsed(proc.stdout) if proc.returncode == 0 else None
+    if report is None:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        found = f"exit status {proc.returncode}: {last}"
+        raise UserError(f"simrd at {source}", "a run that reports one JSON line", found)
+    return report
+
+
+def run_simrd(
+    source: Path,
+    trace_log: Path,
+    budget: int,
+    heuristic: str = "dtr",
+    overhead_cap: float | None = None,
+    model_compute: int | None = None,
+    timeout_s: float = 1200,
+) -> dict:
+    """Replay `trace_log` under `budget` with unmodified simrd from `source`, in a fresh process.
+
+    `source` is a directory from locate_simrd. simrd's parser, RuntimeV2EagerOptimized and
+    heuristic do all the work; only the evicted storages' names are recorded on the way out.
+    `overhead_cap` becomes simrd's remat_limit (`model_compute` defaults to the trace's). Returns
+    outcome (ok / oom / thrashed / timeout), clock, evictions, eviction_seq_sha256,
+    remat_compute, model_compute, peak_memory, heuristic_evals, wall_s (simrd's replay; for a
+    timeout, the time waited) and simrd_file (the simrd package that ran).
+    """
+    limit = remat_limit(trace_log, overhead_cap, model_compute)
+    command = _driver_command(trace_log, budget, simrd_heuristic(heuristic), limit)
+    env = {**os.environ, "PYTHONPATH": str(source), "PYTHONNOUSERSITE": "1"}
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return _timeout(time.perf_counter() - start)
+    return _report(source, proc)
+
+
+def _timeout(waited: float) -> dict:
+    return {**dict.fromkeys(RESULT_KEYS), "outcome": "timeout", "wall_s": waited}
+
+
+def trace_log(name: str, data_dir: Path, archive: str | None, sheet: Path) -> Path:
+    """The raw .log of trace `name`, copied out of the verified archive into data_dir/logs once.
+
+    A path ending in .log is returned as it is.
+    """
+    if name.endswith(".log"):
+        return Path(name)
+    entry = fetch.find_entry(name, sheet)
+    target = Path(data_dir) / "logs" / f"{entry.name}-{entry.sha256[:16]}.log"
+    if target.is_file() and fetch.sha256_file(target) == entry.sha256:
+        return target
+    path = fetch.fetch_archive(Path(data_dir), archive, sheet=sheet)
+    with zipfile.ZipFile(path) as z:
+        data = z.read(entry.member)
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise fetch.FetchError(f"{path}:{entry.member}", f"sha256 {entry.sha256}", "other bytes")
+    _write_atomically(target, data)
+    return target
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(name, target)
