@@ -8,6 +8,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/protocol.smk"
 include: "workflow/rules/fetch.smk"
@@ -17,6 +20,8 @@ include: "workflow/rules/refine.smk"
 include: "workflow/rules/edges.smk"
 include: "workflow/rules/repeat.smk"
 include: "workflow/rules/holes.smk"
+include: "workflow/rules/crosscheck.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -39,7 +40,7 @@ parameters:
     repeats: {share: 0.3, count: 3, seed: 20260926}
   stage_b: {step: 0.001, triggers: [status, overhead, stage_c], overhead_change: 0.25}
   stage_c: {step: 0.0005, dense_below: 0.104, dense: 1, sparse: 1, seed: 20260927}
-  confirmation: {repeats: 2, points: brackets, simrd: []}
+  confirmation: {repeats: 2, points: brackets, simrd: [dtr]}
   edges: {max_runs: 60}
 """
 
@@ -50,6 +51,7 @@ archive: null
 traces: null
 policies: null
 points_per_job: 3
+simrd_source: null
 """
 
 # Stage A: 3 budgets, one of them three times: 5 points per policy, 3 per job -> 2 jobs;
@@ -58,15 +60,18 @@ PLANNED = {
     "all": 1,
     "baseline_trace": 1,
     "collect_series": 2,
+    "compare_policies": 1,
+    "crosscheck_simrd": 1,
     "fetch_traces": 1,
     "find_edges": 2,
     "gather_records": 1,
     "plan_refinement": 1,
+    "plot_trace": 1,
     "render_protocol": 1,
     "repeat_regions": 2,
     "sweep_stage": 6,
     "tabulate_holes": 1,
-    "total": 19,
+    "total": 22,
 }
 
 
@@ -97,7 +102,7 @@ def copy_of(completed: Path, tmp_path: Path) -> Path:
 
 
 def snakemake(directory: Path, *args: str) -> str:
-    env = {**os.environ, "DTR_HOLES_ARCHIVE": archive_source()}
+    env = {**os.environ, "DTR_HOLES_ARCHIVE": archive_source(), "DTR_HOLES_SIMRD": ""}
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     done = subprocess.run(
         [*command, "--directory", str(directory), "--cores", "2", *args],
@@ -135,7 +140,7 @@ def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     assert {r["status"] for r in found} == {"complete"}
     assert len({r["run_id"] for r in found}) == len(found)
     assert all(r["protocol"]["version"] for r in found)
-    holes = pq.read_table(completed / "results" / "holes" / "holes.parquet").to_pylist()
+    holes = pq.read_table(completed / "results" / "tables" / "holes.parquet").to_pylist()
     dtr = next(row for row in holes if row["policy"] == "dtr")
     (region,) = json.loads(dtr["region_brackets"])
     peak = json.loads((completed / "results" / "baselines" / "resnet32.json").read_text())
@@ -148,9 +153,24 @@ def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
         ("ok", "oom"),
         ("oom", "ok"),
     ]
-    table = (completed / "results" / "holes" / "holes.md").read_text()
+    table = (completed / "results" / "tables" / "holes.md").read_text()
     assert "| resnet32 | dtr |" in table and "1 (1)" in table
+    comparison = (completed / "results" / "tables" / "comparison.md").read_text()
+    assert "| resnet32 | development | nbhd-penalty |" in comparison
+    crosscheck = (completed / "results" / "tables" / "crosscheck.md").read_text()
+    assert "not run" in crosscheck and "confirmed by simrd" not in crosscheck
+    for kind in ("cliffs", "zoom", "overhead"):
+        for suffix in (".png", ".pdf"):
+            assert (completed / "results" / "figures" / f"{kind}-resnet32{suffix}").stat().st_size
     assert "Nothing to be done" in snakemake(completed, "-n")
+
+
+def test_report_bundles_tables_and_figures(completed: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.zip"
+    snakemake(completed, "--report", str(report))
+    with zipfile.ZipFile(report) as bundle:
+        names = "\n".join(bundle.namelist())
+    assert "holes.md" in names and "cliffs-resnet32.png" in names
 
 
 # Lints the README's development section justifies: the project installs into one virtual

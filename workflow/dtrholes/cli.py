@@ -8,7 +8,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dtrholes import centrality, edges, fetch, holes, plan, protocol, records, stages
+import pandas as pd
+import pyarrow as pa
+
+from dtrholes import (
+    centrality,
+    compare,
+    crosscheck,
+    edges,
+    fetch,
+    holes,
+    plan,
+    protocol,
+    records,
+    stages,
+)
 from simulator import (
     POLICIES,
     Result,
@@ -17,6 +31,7 @@ from simulator import (
     peak_memory,
     simulate,
 )
+from simulator.store import write_table
 
 
 def _param(text: str) -> tuple[str, float]:
@@ -157,6 +172,34 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", type=Path, required=True, help="holes table (Markdown)")
     p.set_defaults(run=_holes)
 
+    p = sub.add_parser("compare", help="each policy against DTR: hypotheses H1, H2, H3")
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
+    p.add_argument("--out", type=Path, required=True, help="comparison table (Parquet)")
+    p.add_argument("--markdown", type=Path, required=True, help="comparison table (Markdown)")
+    p.set_defaults(run=_compare)
+
+    p = sub.add_parser("crosscheck", help="replay region points with unmodified simrd")
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
+    p.add_argument("--baselines", type=Path, nargs="+", required=True, help="baseline JSONs")
+    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
+    p.add_argument("--simrd", default=None, help="simrd checkout or archive (none: not run)")
+    p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
+    p.add_argument("--results", type=Path, required=True, help="results directory")
+    p.add_argument("--out", type=Path, required=True, help="cross-check table (Parquet)")
+    p.add_argument("--markdown", type=Path, required=True, help="cross-check table (Markdown)")
+    _add_sheet(p)
+    p.set_defaults(run=_crosscheck)
+
+    p = sub.add_parser("figures", help="a trace's cliff, zoom and overhead figures (PNG, PDF)")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--holes", type=Path, required=True, help="holes table (Parquet)")
+    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
+    p.add_argument("--out", type=Path, required=True, help="figures directory")
+    p.set_defaults(run=_figures)
+
     p = sub.add_parser("protocol", help="the effective sweep protocol and its history")
     p.add_argument("action", choices=["show", "render"])
     p.add_argument("--protocol", type=Path, default=Path("protocol"), help="protocol directory")
@@ -287,16 +330,59 @@ def _gather(args: argparse.Namespace) -> None:
 
 
 def _holes(args: argparse.Namespace) -> None:
-    def by_series(paths: list[Path], key: str) -> dict:
-        outputs = [(p, stages.read_output(p)) for p in paths]
-        return {(p.parent.name, p.stem): out[key] for p, out in outputs}
-
     evidence = holes.Evidence(
-        edges=by_series(args.edges, "edges"),
-        repeats=by_series(args.repeats, "regions"),
+        edges=_by_series(args.edges, "edges"),
+        repeats=_by_series(args.repeats, "regions"),
         protocol_version=stages.read_output(args.protocol)["version"],
     )
     print(f"{holes.tabulate(args.records, evidence, args.out, args.markdown)} series")
+
+
+def _compare(args: argparse.Namespace) -> None:
+    rendered = stages.read_output(args.protocol)
+    roles = {t: role for role, ts in rendered["parameters"]["traces"].items() for t in ts}
+    table = compare.compare(holes.read_rows(args.records), roles)
+    write_table(pa.Table.from_pylist(table, schema=compare.SCHEMA), args.out)
+    args.markdown.write_text(compare.markdown(table, rendered["version"]), encoding="utf-8")
+    print(f"{len(table)} comparisons")
+
+
+def _crosscheck(args: argparse.Namespace) -> None:
+    rendered = stages.read_output(args.protocol)
+    policies = rendered["parameters"].get("confirmation", {}).get("simrd", [])
+    baselines = [stages.read_output(p) for p in args.baselines]
+    points = stages.crosscheck_points(
+        holes.read_rows(args.records),
+        _by_series(args.repeats, "regions"),
+        policies,
+        {b["trace"]: b["model_compute"] for b in baselines},
+    )
+    work = args.results / "crosscheck"
+    source = crosscheck.locate_simrd(args.simrd, work) if args.simrd else None
+    checked = []
+    for i, point in enumerate(points, 1):
+        log = None
+        if source is not None:
+            log = crosscheck.trace_log(point["trace"], args.data, None, args.sheet, work / "logs")
+        checked.append(crosscheck.check_point(point, source, log, work / "runs"))
+        print(f"[{i}/{len(points)}] {point['trace']} {point['budget']:,}: {checked[-1]['status']}")
+    table = crosscheck.table_rows(checked)
+    write_table(pa.Table.from_pylist(table, schema=crosscheck.SCHEMA), args.out)
+    args.markdown.write_text(crosscheck.markdown(table, args.simrd), encoding="utf-8")
+
+
+def _by_series(paths: list[Path], key: str) -> dict:
+    """Per trace × policy job outputs (results/<kind>/<trace>/<policy>.json) by series."""
+    return {(p.parent.name, p.stem): stages.read_output(p)[key] for p in paths}
+
+
+def _figures(args: argparse.Namespace) -> None:
+    from dtrholes import figures  # plotting libraries load only for this command
+
+    peak = stages.read_output(args.baseline)["peak_memory"]
+    records_frame = pd.DataFrame(holes.read_rows(args.records))
+    holes_frame = pd.DataFrame(holes.read_rows(args.holes))
+    figures.plot_trace(records_frame, holes_frame, peak, args.trace, args.out)
 
 
 def _protocol(args: argparse.Namespace) -> None:

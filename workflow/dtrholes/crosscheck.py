@@ -15,6 +15,8 @@ import time
 import zipfile
 from pathlib import Path, PurePosixPath
 
+import pyarrow as pa
+
 from dtrholes import fetch
 from simulator.errors import UserError
 from simulator.policies import POLICIES, get_policy
@@ -219,15 +221,16 @@ def _timeout(waited: float) -> dict:
     return {**dict.fromkeys(RESULT_KEYS), "outcome": "timeout", "wall_s": waited}
 
 
-def trace_log(name: str, data_dir: Path, archive: str | None, sheet: Path) -> Path:
-    """The raw .log of trace `name`, copied out of the verified archive into data_dir/logs once.
-
-    A path ending in .log is returned as it is.
+def trace_log(
+    name: str, data_dir: Path, archive: str | None, sheet: Path, out_dir: Path | None = None
+) -> Path:
+    """The raw .log of trace `name`, copied once out of the verified archive in data_dir into
+    `out_dir` (default data_dir/logs). A path ending in .log is returned as it is.
     """
     if name.endswith(".log"):
         return Path(name)
     entry = fetch.find_entry(name, sheet)
-    target = Path(data_dir) / "logs" / f"{entry.name}-{entry.sha256[:16]}.log"
+    target = Path(out_dir or Path(data_dir) / "logs") / f"{entry.name}-{entry.sha256[:16]}.log"
     if target.is_file() and fetch.sha256_file(target) == entry.sha256:
         return target
     path = fetch.fetch_archive(Path(data_dir), archive, sheet=sheet)
@@ -245,3 +248,91 @@ def _write_atomically(target: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(name, target)
+
+
+COMPARED = ("outcome", "clock", "evictions", "eviction_seq_sha256")
+
+
+def check_point(point: dict, source: Path | None, log: Path | None, cache_dir: Path) -> dict:
+    """One confirmation point replayed by simrd (once: the answer is cached under `cache_dir`)
+    and compared with our record of it; status agrees, DISAGREES, timeout or not run."""
+    if source is None or log is None:
+        return {**point, "status": "not run", "simrd": None}
+    key = json.dumps(
+        [str(source), point["trace_sha256"], point["budget"], point["policy"], point["cap"]]
+    )
+    cached = cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+    if cached.is_file():
+        simrd = json.loads(cached.read_text(encoding="utf-8"))
+    else:
+        simrd = run_simrd(
+            source, log, point["budget"], point["policy"], point["cap"], point["model_compute"]
+        )
+        _write_atomically(cached, json.dumps(simrd, sort_keys=True).encode())
+    if simrd["outcome"] == "timeout":
+        status = "timeout"
+    else:
+        same = all(simrd[k] == point["ours"][k] for k in COMPARED)
+        status = "agrees" if same else "DISAGREES"
+    return {**point, "status": status, "simrd": simrd}
+
+
+SCHEMA = pa.schema(
+    [
+        ("trace", pa.string()),
+        ("policy", pa.string()),
+        ("budget", pa.int64()),
+        ("ratio", pa.float64()),
+        ("status", pa.string()),
+        ("outcome", pa.string()),
+        ("simrd_outcome", pa.string()),
+        ("clock", pa.int64()),
+        ("simrd_clock", pa.int64()),
+        ("evictions", pa.int64()),
+        ("simrd_evictions", pa.int64()),
+        ("simrd_wall_s", pa.float64()),
+    ]
+)
+
+
+def table_rows(checked: list[dict]) -> list[dict]:
+    """Flat rows of checked points: our fields beside simrd's."""
+    rows = []
+    for c in checked:
+        simrd = c["simrd"] or {}
+        rows.append(
+            {
+                **{k: c[k] for k in ("trace", "policy", "budget", "ratio", "status")},
+                **{k: c["ours"][k] for k in ("outcome", "clock", "evictions")},
+                **{f"simrd_{k}": simrd.get(k) for k in ("outcome", "clock", "evictions")},
+                "simrd_wall_s": simrd.get("wall_s"),
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict], source: str | None) -> str:
+    if source is None:
+        head = "Unmodified simrd: **not run** (no simrd source configured)."
+    else:
+        agreeing = sum(r["status"] == "agrees" for r in rows)
+        head = f"Unmodified simrd from `{source}`: {agreeing} of {len(rows)} points agree."
+    lines = [
+        head,
+        "",
+        "| trace | policy | budget (bytes) | ratio | ours | simrd | status |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ours = f"{r['outcome']}, clock {r['clock']:,}, {r['evictions']:,} evictions"
+        theirs = "–"
+        if r["simrd_outcome"] not in (None, "timeout"):
+            theirs = (
+                f"{r['simrd_outcome']}, clock {r['simrd_clock']:,},"
+                f" {r['simrd_evictions']:,} evictions"
+            )
+        lines.append(
+            f"| {r['trace']} | {r['policy']} | {r['budget']:,} | {r['ratio']} | {ours} "
+            f"| {theirs} | {r['status']} |"
+        )
+    return "\n".join(lines) + "\n"

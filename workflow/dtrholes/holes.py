@@ -137,7 +137,7 @@ class Evidence:
 
 def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown: Path) -> int:
     """Summarise every trace × policy series of a records table; returns the row count."""
-    rows = _read_rows(records_table)
+    rows = read_rows(records_table)
     by_series: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         by_series[row["trace"], row["policy"]].append(row)
@@ -147,11 +147,12 @@ def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown: Path)
     return len(table)
 
 
-def _read_rows(records_table: Path) -> list[dict]:
+def read_rows(records_table: Path) -> list[dict]:
+    """The rows of a Parquet table; an unreadable file is a user error naming it."""
     try:
         return pq.read_table(records_table).to_pylist()
     except (OSError, pa.ArrowException) as exc:
-        raise UserError(str(records_table), "a records table", str(exc)) from None
+        raise UserError(str(records_table), "a readable Parquet table", str(exc)) from None
 
 
 def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> dict:

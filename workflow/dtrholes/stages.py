@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtrholes import edges, fetch, holes, plan, records, runner
+from dtrholes import crosscheck, edges, fetch, holes, plan, records, runner
 from dtrholes.records import Request
 from simulator import Result, Trace, budget_for, get_policy
 
@@ -181,3 +181,38 @@ def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]
             confirmed = all(not p["disagree"] for p in points)
             regions.append({**holes.region_dict(region), "points": points, "confirmed": confirmed})
     return regions, run_ids
+
+
+def crosscheck_points(
+    rows: list[dict], repeats: dict, policies: list[str], model_compute: dict[str, int]
+) -> list[dict]:
+    """The confirmation points of the regions of `policies`, with our Result's compared fields.
+
+    `rows`: records-table rows; `repeats`: (trace, policy) -> the repeat job's regions;
+    `model_compute`: each trace's total model compute (the overhead cap's unit).
+    """
+    ours = {
+        (r["trace"], r["policy"], r["budget"]): r
+        for r in rows
+        if r["stage"] in SAMPLED and r["status"] == "complete"
+    }
+    points = []
+    for (trace, policy), regions in sorted(repeats.items()):
+        if policy not in policies:
+            continue
+        budgets = sorted({p["budget"] for region in regions for p in region["points"]})
+        for budget in budgets:
+            row = ours[trace, policy, budget]
+            points.append(
+                {
+                    "trace": trace,
+                    "trace_sha256": row["trace_sha256"],
+                    "policy": policy,
+                    "budget": budget,
+                    "ratio": row["ratio"],
+                    "cap": row["overhead_cap"],
+                    "model_compute": model_compute[trace],
+                    "ours": {k: row[k] for k in crosscheck.COMPARED},
+                }
+            )
+    return points

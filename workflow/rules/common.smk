@@ -1,10 +1,11 @@
 # Small helpers shared by the stages: validated config, the protocol, each job's protocol values.
 import json
+import os
 import sys
 
 from snakemake.utils import validate
 
-from dtrholes import fetch, plan, protocol, stages
+from dtrholes import crosscheck, fetch, plan, protocol, stages
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 DTR_HOLES = f'"{sys.executable}" -m dtrholes'
@@ -16,6 +17,7 @@ PARAMS = PROTOCOL.parameters
 TRACES = config["traces"] or [t for role in PARAMS["traces"].values() for t in role]
 POLICIES = config["policies"] or list(PARAMS["policies"])
 SHEET = [entry.name for entry in fetch.read_sheet(config["trace_sheet"])]
+SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
 
 
 wildcard_constraints:
@@ -112,5 +114,19 @@ def protocol_render():
     return f"results/protocol/{PROTOCOL.version}.json"
 
 
+FIGURES = ("cliffs", "zoom", "overhead")
+
+
 def all_outputs():
-    return ["results/records.parquet", "results/holes/holes.md", protocol_render()]
+    return [
+        "results/records.parquet",
+        "results/tables/holes.md",
+        "results/tables/comparison.md",
+        "results/tables/crosscheck.md",
+        protocol_render(),
+        *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in TRACES),
+    ]
+
+
+def simrd_option():
+    return f"--simrd {SIMRD}" if SIMRD else ""

@@ -5,9 +5,9 @@ rule tabulate_holes:
         repeats=series_outputs("repeats"),
         protocol=protocol_render(),
     output:
-        table="results/holes/holes.parquet",
+        table="results/tables/holes.parquet",
         markdown=report(
-            "results/holes/holes.md",
+            "results/tables/holes.md",
             caption="../report/holes.rst",
             category="Holes",
         ),
@@ -19,3 +19,23 @@ rule tabulate_holes:
         "{params.cli} holes --records {input.records} --edges {input.edges}"
         " --repeats {input.repeats} --protocol {input.protocol} --out {output.table}"
         " --markdown {output.markdown} > {log} 2>&1"
+
+
+rule compare_policies:
+    input:
+        records="results/records.parquet",
+        protocol=protocol_render(),
+    output:
+        table="results/tables/comparison.parquet",
+        markdown=report(
+            "results/tables/comparison.md",
+            caption="../report/comparison.rst",
+            category="Policies",
+        ),
+    log:
+        "results/logs/compare_policies.log",
+    params:
+        cli=DTR_HOLES,
+    shell:
+        "{params.cli} compare --records {input.records} --protocol {input.protocol}"
+        " --out {output.table} --markdown {output.markdown} > {log} 2>&1"

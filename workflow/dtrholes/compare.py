@@ -1,0 +1,154 @@
+"""Policy comparison against DTR per trace: the study's hypotheses H1, H2 and H3."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from dtrholes import holes
+from dtrholes.holes import Sample
+
+REFERENCE = "dtr"
+SAMPLED = ("A", "B", "C")
+H2_LIMIT = 1.05  # the geometric mean overhead ratio policy / DTR that H2 allows
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One hypothesis on one trace × policy: holds, fails, unresolved or n/a, and its numbers."""
+
+    verdict: str
+    policy_value: float | None
+    dtr_value: float | None
+
+
+def _series(rows: list[dict], timeouts_fail: bool) -> list[Sample]:
+    def outcome(row: dict) -> str:
+        if row["status"] == "complete":
+            return row["outcome"]
+        return "thrashed" if timeouts_fail else "timeout"
+
+    return [Sample(r["budget"], r["ratio"], outcome(r)) for r in rows]
+
+
+def _both_ways(rows: list[dict], dtr: list[dict], measure, holds) -> Verdict:
+    """A verdict that is unresolved when counting timeouts as failures would flip it."""
+
+    def measured(timeouts_fail: bool) -> tuple:
+        return tuple(measure(holes.summarise(_series(r, timeouts_fail))) for r in (rows, dtr))
+
+    plain, strict = measured(False), measured(True)
+    if None in plain:
+        return Verdict("n/a", *plain)
+    verdict = holds(*plain)
+    if None in strict or holds(*strict) != verdict:
+        return Verdict("unresolved", *plain)
+    return Verdict("holds" if verdict else "fails", *plain)
+
+
+def h1(rows: list[dict], dtr: list[dict]) -> Verdict:
+    """H1: no more failing budgets above first success than DTR."""
+    return _both_ways(rows, dtr, lambda s: len(s.failing_above), lambda a, b: a <= b)
+
+
+def h3(rows: list[dict], dtr: list[dict]) -> Verdict:
+    """H3: stable from a budget no higher than DTR's."""
+    return _both_ways(rows, dtr, lambda s: s.stable_from, lambda a, b: a <= b)
+
+
+def h2(rows: list[dict], dtr: list[dict]) -> dict:
+    """H2: geometric mean of the per-budget overhead ratio policy / DTR over budgets where both
+    complete is at most 1.05; with the number of budgets and the worst ratio."""
+    mine = {r["budget"]: r["overhead"] for r in rows if r["outcome"] == "ok"}
+    theirs = {r["budget"]: r["overhead"] for r in dtr if r["outcome"] == "ok"}
+    ratios = [mine[b] / theirs[b] for b in sorted(mine.keys() & theirs.keys())]
+    if not ratios:
+        return {"h2": "n/a", "h2_geomean": None, "h2_budgets": 0, "h2_worst": None}
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return {
+        "h2": "holds" if geomean <= H2_LIMIT else "fails",
+        "h2_geomean": geomean,
+        "h2_budgets": len(ratios),
+        "h2_worst": max(ratios),
+    }
+
+
+def compare(rows: list[dict], roles: dict[str, str]) -> list[dict]:
+    """One comparison row per trace × policy other than DTR, from the sampled records."""
+    series: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
+    for row in rows:
+        if row["stage"] in SAMPLED:
+            series[row["trace"], row["policy"]].setdefault(row["budget"], row)
+    table = []
+    for (trace, policy), found in sorted(series.items()):
+        dtr = series.get((trace, REFERENCE))
+        if policy == REFERENCE or dtr is None:
+            continue
+        mine, theirs = list(found.values()), list(dtr.values())
+        first, third = h1(mine, theirs), h3(mine, theirs)
+        table.append(
+            {
+                "trace": trace,
+                "role": roles.get(trace, ""),
+                "policy": policy,
+                "h1": first.verdict,
+                "h1_failing_above": first.policy_value,
+                "h1_dtr_failing_above": first.dtr_value,
+                **h2(mine, theirs),
+                "h3": third.verdict,
+                "h3_stable_from": third.policy_value,
+                "h3_dtr_stable_from": third.dtr_value,
+            }
+        )
+    return table
+
+
+SCHEMA = pa.schema(
+    [
+        ("trace", pa.string()),
+        ("role", pa.string()),
+        ("policy", pa.string()),
+        ("h1", pa.string()),
+        ("h1_failing_above", pa.int64()),
+        ("h1_dtr_failing_above", pa.int64()),
+        ("h2", pa.string()),
+        ("h2_geomean", pa.float64()),
+        ("h2_budgets", pa.int64()),
+        ("h2_worst", pa.float64()),
+        ("h3", pa.string()),
+        ("h3_stable_from", pa.int64()),
+        ("h3_dtr_stable_from", pa.int64()),
+    ]
+)
+
+
+def markdown(table: list[dict], version: str) -> str:
+    lines = [
+        f"Policies against DTR (protocol version {version}). H1: no more failing budgets above "
+        "first success; H2: geometric-mean overhead ratio over budgets where both complete "
+        f"≤ {H2_LIMIT}; H3: stable from a budget no higher than DTR's.",
+        "",
+        "| trace | role | policy | H1 (failing above: policy / DTR) | H2 (geomean, budgets, worst) "
+        "| H3 (stable from: policy / DTR) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        h2_numbers = (
+            f"{r['h2_geomean']:.3f}, {r['h2_budgets']}, {r['h2_worst']:.3f}"
+            if r["h2_budgets"]
+            else "no common budget"
+        )
+        lines.append(
+            f"| {r['trace']} | {r['role']} | {r['policy']} "
+            f"| {r['h1']} ({r['h1_failing_above']} / {r['h1_dtr_failing_above']}) "
+            f"| {r['h2']} ({h2_numbers}) "
+            f"| {r['h3']} ({_bytes(r['h3_stable_from'])} / {_bytes(r['h3_dtr_stable_from'])}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _bytes(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"

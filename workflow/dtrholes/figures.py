@@ -1,0 +1,146 @@
+"""The study's figures per trace: feasibility cliffs, hole-region zooms, overhead by policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+SAMPLED = ("A", "B", "C")
+OUTCOMES = {  # label, colour, marker
+    "ok": ("completed", "#1b9e77", "o"),
+    "oom": ("OOM", "#d95f02", "X"),
+    "thrashed": ("thrashed", "#7570b3", "s"),
+    "timeout": ("unresolved", "#666666", "^"),
+}
+# Byte-identical files for identical inputs: no timestamps or versions in the metadata.
+PNG_METADATA = {"Software": None}
+PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
+
+
+def sampled(records: pd.DataFrame, trace: str) -> pd.DataFrame:
+    """The trace's sampled runs, one per policy and budget, with an outcome that names
+    timeouts as such."""
+    rows = records[(records.trace == trace) & records.stage.isin(SAMPLED)].copy()
+    rows["outcome"] = rows.outcome.where(rows.status == "complete", "timeout")
+    rows = rows.sort_values(["policy", "budget", "repeat"]).drop_duplicates(["policy", "budget"])
+    return rows.reset_index(drop=True)
+
+
+def _scatter_outcomes(ax, rows: pd.DataFrame, x: str, y: str) -> None:
+    for outcome, (label, colour, marker) in OUTCOMES.items():
+        part = rows[rows.outcome == outcome]
+        if len(part):
+            ax.scatter(part[x], part[y], c=colour, marker=marker, s=18, label=label, zorder=3)
+
+
+def cliffs(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str):
+    """Outcome against budget ratio, one panel per policy, y = nesting depth at peak pinned
+    memory, hole regions shaded."""
+    policies = sorted(rows.policy.unique())
+    fig, axes = plt.subplots(
+        len(policies), 1, figsize=(8, 1.8 * len(policies) + 0.8), sharex=True, squeeze=False
+    )
+    for ax, policy in zip(axes[:, 0], policies, strict=True):
+        mine = rows[rows.policy == policy]
+        for region in _regions(holes, policy):
+            ax.axvspan(
+                region["first_fail"] / peak, region["last_fail"] / peak, color="#d95f02", alpha=0.15
+            )
+        _scatter_outcomes(ax, mine, "ratio", "peak_pinned_depth")
+        ax.set_ylabel(f"{policy}\ndepth")
+    axes[-1, 0].set_xlabel("budget (fraction of peak memory)")
+    _legend(fig, axes)
+    fig.suptitle(f"{trace}: feasibility against budget (shaded: hole regions)")
+    return fig
+
+
+def zooms(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str):
+    """One panel per hole region: its samples in bytes, exact edges as vertical lines."""
+    panels = [
+        (policy, region, edges)
+        for policy in sorted(rows.policy.unique())
+        for region, edges in _regions_with_edges(holes, policy)
+    ]
+    if not panels:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{trace}: no hole region in the sampled series", ha="center")
+        return fig
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels) + 0.6), squeeze=False)
+    for ax, (policy, region, edges) in zip(axes[:, 0], panels, strict=True):
+        low, high = region["ok_below"], region["ok_above"]
+        mine = rows[(rows.policy == policy) & rows.budget.between(low, high)]
+        _scatter_outcomes(ax, mine.assign(level=0), "budget", "level")
+        for edge in edges:
+            if low <= edge["below"] <= high:
+                ax.axvline(edge["below"] + 0.5, color="black", lw=0.8, ls="--")
+        ax.set_yticks([])
+        ax.set_title(
+            f"{policy}: {region['failing']} failing samples, "
+            f"{low / peak:.4f}–{high / peak:.4f} of peak",
+            fontsize=9,
+        )
+        ax.set_xlabel("budget (bytes); dashed: exact edges")
+    _legend(fig, axes)
+    fig.suptitle(f"{trace}: hole regions")
+    return fig
+
+
+def overheads(rows: pd.DataFrame, trace: str):
+    """Overhead of completed runs against budget ratio, one line per policy."""
+    done = rows[rows.outcome == "ok"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    sns.lineplot(data=done, x="ratio", y="overhead", hue="policy", marker="o", ms=3, ax=ax)
+    ax.set_yscale("log")
+    ax.set_xlabel("budget (fraction of peak memory)")
+    ax.set_ylabel("overhead (total compute / model compute)")
+    ax.set_title(f"{trace}: overhead of completed runs")
+    return fig
+
+
+def _regions(holes: pd.DataFrame, policy: str) -> list[dict]:
+    row = holes[holes.policy == policy]
+    return json.loads(row.region_brackets.iloc[0]) if len(row) else []
+
+
+def _regions_with_edges(holes: pd.DataFrame, policy: str) -> list[tuple[dict, list[dict]]]:
+    row = holes[holes.policy == policy]
+    edges = json.loads(row.exact_edges.iloc[0]) if len(row) else []
+    return [(region, edges) for region in _regions(holes, policy)]
+
+
+def _legend(fig, axes) -> None:
+    handles, labels = {}, {}
+    for ax in axes[:, 0]:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+            labels[label] = label
+    fig.legend(handles.values(), labels.values(), loc="upper right", fontsize=8)
+
+
+def save(fig, stem: Path) -> list[Path]:
+    """Write `stem`.png and `stem`.pdf, without timestamps."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout(rect=(0, 0, 0.88, 0.97))
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    fig.savefig(paths[0], dpi=150, metadata=PNG_METADATA)
+    fig.savefig(paths[1], metadata=PDF_METADATA)
+    plt.close(fig)
+    return paths
+
+
+def plot_trace(records: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str, out: Path):
+    """All three figures of one trace under `out`: cliffs, zoom and overhead, PNG and PDF."""
+    rows = sampled(records, trace)
+    mine = holes[holes.trace == trace]
+    save(cliffs(rows, mine, peak, trace), out / f"cliffs-{trace}")
+    save(zooms(rows, mine, peak, trace), out / f"zoom-{trace}")
+    save(overheads(rows, trace), out / f"overhead-{trace}")
