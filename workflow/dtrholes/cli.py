@@ -124,9 +124,9 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("sweep", help="run one job of a sampling stage, one record per point")
     p.add_argument("--stage", type=str.upper, choices=["A", "B", "C"], required=True)
-    p.add_argument("--job", type=int, required=True, help="0-based job index")
-    p.add_argument("--points-per-job", type=int, required=True)
-    p.add_argument("--refine", type=Path, help="Stage B: the trace's refinement plan")
+    p.add_argument(
+        "--points", type=plan.parse_points, required=True, help="RATIO:REPEAT, comma-separated"
+    )
     _add_job(p)
     p.set_defaults(run=_sweep)
 
@@ -151,11 +151,6 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="dtr")
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
     p.set_defaults(run=_edge)
-
-    p = sub.add_parser("collect", help="one list of the run ids that job outputs list")
-    p.add_argument("--jobs", type=Path, nargs="*", default=[], help="job outputs")
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(run=_collect)
 
     p = sub.add_parser("gather", help="tabulate the records that job outputs list into Parquet")
     p.add_argument("--jobs", type=Path, nargs="+", required=True, help="job outputs")
@@ -278,16 +273,7 @@ def _baseline(args: argparse.Namespace) -> None:
 
 def _sweep(args: argparse.Namespace) -> None:
     job = _job(args, args.stage)
-    if args.stage == "A":
-        points = plan.stage_a_points(job.params, args.trace)
-    elif args.stage == "C":
-        index = [entry.name for entry in fetch.read_sheet(args.sheet)].index(args.trace)
-        points = plan.stage_c_points(job.params, index)
-    else:
-        intervals = stages.read_output(args.refine)["intervals"]
-        points = plan.stage_b_points(job.params, [[i["low"], i["high"]] for i in intervals])
-    chosen = plan.job_points(points, args.points_per_job, args.job)
-    _write_json(args.out, {"run_ids": stages.sweep(job, args.stage, chosen)})
+    _write_json(args.out, {"run_ids": stages.sweep(job, args.stage, args.points)})
 
 
 def _refine(args: argparse.Namespace) -> None:
@@ -317,11 +303,6 @@ def _repeat(args: argparse.Namespace) -> None:
                     f" repeats {point['disagree']} differ from the original run",
                     file=sys.stderr,
                 )
-
-
-def _collect(args: argparse.Namespace) -> None:
-    run_ids = [i for path in args.jobs for i in stages.read_output(path)["run_ids"]]
-    _write_json(args.out, {"run_ids": run_ids})
 
 
 def _gather(args: argparse.Namespace) -> None:

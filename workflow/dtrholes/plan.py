@@ -141,6 +141,19 @@ def _interval_of(ratios: list[float], ratio: float) -> int:
     return -1
 
 
+def format_points(points: list[Point]) -> str:
+    """Points as a job's parameter: RATIO:REPEAT, comma-separated."""
+    return ",".join(f"{p.ratio!r}:{p.repeat}" for p in points)
+
+
+def parse_points(text: str) -> list[Point]:
+    """The points that `format_points` wrote."""
+    try:
+        return [Point(float(r), int(i)) for r, i in (item.split(":") for item in text.split(","))]
+    except ValueError:
+        raise ValueError(f"expected RATIO:REPEAT[,RATIO:REPEAT...], found {text!r}") from None
+
+
 def job_count(points: list[Point], per_job: int) -> int:
     return max(1, math.ceil(len(points) / per_job))
 

@@ -8,8 +8,7 @@ rule baseline_trace:
     benchmark:
         "results/benchmarks/baseline/{trace}.tsv"
     params:
-        cli=DTR_HOLES,
         sheet=config["trace_sheet"],
     shell:
-        "{params.cli} baseline --trace {wildcards.trace} --data data --sheet {params.sheet}"
+        "{DTR_HOLES} baseline --trace {wildcards.trace} --data data --sheet {params.sheet}"
         " --out {output} > {log} 2>&1"

@@ -60,6 +60,7 @@ def stage_points(stage, trace):
 
 
 def stage_outputs(stage, trace, policy):
+    """The job outputs of one sampling stage on one trace × policy."""
     points = stage_points(stage, trace)
     jobs = plan.job_count(points, config["points_per_job"]) if points else 0
     folder = f"results/stage_{stage.lower()}/{trace}/{policy}"
@@ -76,9 +77,11 @@ def unrefined_outputs(wildcards):
     ]
 
 
-def sampled_outputs(wildcards):
-    """Stage A, B and C outputs of one trace × policy: its sampled series. Asks for the trace's
-    refinement plan, so only this trace's jobs wait for it."""
+def series_jobs(wildcards):
+    """The Stage A, B and C outputs of one trace × policy's sampled series. Asks for the trace's
+    refinement plan, so only this trace's jobs wait for it. (Rules that read them take no other
+    input: while the plan is pending, Snakemake stands the plan in for all of their inputs.)
+    """
     return [
         path
         for stage in ("A", "B", "C")
@@ -86,25 +89,38 @@ def sampled_outputs(wildcards):
     ]
 
 
-def refine_option(wildcards):
-    if wildcards.stage != "b":
-        return ""
-    return f"--refine results/stage_b/{wildcards.trace}/plan.json"
+def sweep_points(wildcards):
+    """The job's points: a parameter, so that a job reruns exactly when its points change."""
+    points = stage_points(wildcards.stage.upper(), wildcards.trace)
+    chunk = plan.job_points(points, config["points_per_job"], int(wildcards.job))
+    return plan.format_points(chunk)
+
+
+def all_sampled_outputs(wildcards):
+    """Every sampling job's output, for the records table."""
+    return [
+        path
+        for trace in TRACES
+        for policy in POLICIES
+        for stage in ("A", "B", "C")
+        for path in stage_outputs(stage, trace, policy)
+    ]
 
 
 def refine_input(wildcards):
-    return (
-        [f"results/stage_b/{wildcards.trace}/plan.json"]
-        if wildcards.stage == "b"
-        else []
-    )
+    """Stage B jobs come after the trace's plan, but a new plan reruns only the jobs whose
+    points it changes (their `points` parameter), hence `ancient`."""
+    if wildcards.stage != "b":
+        return []
+    return ancient(f"results/stage_b/{wildcards.trace}/plan.json")
 
 
 # Per trace × policy stages and the protocol section that switches each on.
-SERIES_STAGES = {"series": "stage_a", "edges": "edges", "repeats": "confirmation"}
+SERIES_STAGES = {"edges": "edges", "repeats": "confirmation"}
 
 
 def series_outputs(kind):
+    """The outputs of one per trace × policy stage, if the protocol has that stage."""
     if SERIES_STAGES[kind] not in PARAMS:
         return []
     return [f"results/{kind}/{t}/{p}.json" for t in TRACES for p in POLICIES]

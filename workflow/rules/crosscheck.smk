@@ -17,11 +17,10 @@ rule crosscheck_simrd:
     benchmark:
         "results/benchmarks/crosscheck_simrd.tsv"
     params:
-        cli=DTR_HOLES,
         sheet=config["trace_sheet"],
         simrd=simrd_option(),
     shell:
-        "{params.cli} crosscheck --records {input.records} --repeats {input.repeats}"
+        "{DTR_HOLES} crosscheck --records {input.records} --repeats {input.repeats}"
         " --baselines {input.baselines} --protocol {input.protocol} {params.simrd} --data data"
         " --sheet {params.sheet} --results results --out {output.table}"
         " --markdown {output.markdown} > {log} 2>&1"

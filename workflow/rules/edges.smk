@@ -1,8 +1,6 @@
 rule find_edges:
     input:
-        series="results/series/{trace}/{policy}.json",
-        baseline="results/baselines/{trace}.json",
-        archive="data/dtr-logs.zip",
+        series_jobs,
     output:
         "results/edges/{trace}/{policy}.json",
     log:
@@ -10,12 +8,12 @@ rule find_edges:
     benchmark:
         "results/benchmarks/edges/{trace}/{policy}.tsv"
     params:
-        cli=DTR_HOLES,
         sheet=config["trace_sheet"],
+        baseline="results/baselines/{trace}.json",
         protocol=config["protocol"],
         spec=edge_spec,
     shell:
-        "{params.cli} edges --jobs {input.series} --trace {wildcards.trace}"
+        "{DTR_HOLES} edges --jobs {input} --trace {wildcards.trace}"
         " --policy {wildcards.policy} --spec {params.spec:q} --protocol {params.protocol}"
-        " --baseline {input.baseline} --data data --sheet {params.sheet} --results results"
+        " --baseline {params.baseline} --data data --sheet {params.sheet} --results results"
         " --out {output} > {log} 2>&1"

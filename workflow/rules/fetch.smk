@@ -4,8 +4,7 @@ rule fetch_traces:
     log:
         "results/logs/fetch_traces.log",
     params:
-        cli=DTR_HOLES,
         sheet=config["trace_sheet"],
         archive=f"--archive {config['archive']}" if config["archive"] else "",
     shell:
-        "{params.cli} fetch --data data --sheet {params.sheet} {params.archive} > {log} 2>&1"
+        "{DTR_HOLES} fetch --data data --sheet {params.sheet} {params.archive} > {log} 2>&1"

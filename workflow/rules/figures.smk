@@ -24,8 +24,6 @@ rule plot_trace:
         ),
     log:
         "results/logs/figures/{trace}.log",
-    params:
-        cli=DTR_HOLES,
     shell:
-        "{params.cli} figures --trace {wildcards.trace} --records {input.records}"
+        "{DTR_HOLES} figures --trace {wildcards.trace} --records {input.records}"
         " --holes {input.holes} --baseline {input.baseline} --out results/figures > {log} 2>&1"

@@ -13,10 +13,8 @@ rule tabulate_holes:
         ),
     log:
         "results/logs/tabulate_holes.log",
-    params:
-        cli=DTR_HOLES,
     shell:
-        "{params.cli} holes --records {input.records} --edges {input.edges}"
+        "{DTR_HOLES} holes --records {input.records} --edges {input.edges}"
         " --repeats {input.repeats} --protocol {input.protocol} --out {output.table}"
         " --markdown {output.markdown} > {log} 2>&1"
 
@@ -34,8 +32,6 @@ rule compare_policies:
         ),
     log:
         "results/logs/compare_policies.log",
-    params:
-        cli=DTR_HOLES,
     shell:
-        "{params.cli} compare --records {input.records} --protocol {input.protocol}"
+        "{DTR_HOLES} compare --records {input.records} --protocol {input.protocol}"
         " --out {output.table} --markdown {output.markdown} > {log} 2>&1"

@@ -4,8 +4,7 @@ rule render_protocol:
     log:
         "results/logs/render_protocol/{version}.log",
     params:
-        cli=DTR_HOLES,
         protocol=config["protocol"],
     shell:
-        "{params.cli} protocol render --protocol {params.protocol} --version {wildcards.version}"
+        "{DTR_HOLES} protocol render --protocol {params.protocol} --version {wildcards.version}"
         " --out {output} > {log} 2>&1"

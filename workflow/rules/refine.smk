@@ -6,8 +6,7 @@ checkpoint plan_refinement:
     log:
         "results/logs/plan_refinement/{trace}.log",
     params:
-        cli=DTR_HOLES,
         spec=spec("refine"),
     shell:
-        "{params.cli} refine --trace {wildcards.trace} --spec {params.spec:q} --jobs {input}"
+        "{DTR_HOLES} refine --trace {wildcards.trace} --spec {params.spec:q} --jobs {input}"
         " --results results --out {output} > {log} 2>&1"

@@ -1,8 +1,6 @@
 rule repeat_regions:
     input:
-        series="results/series/{trace}/{policy}.json",
-        baseline="results/baselines/{trace}.json",
-        archive="data/dtr-logs.zip",
+        series_jobs,
     output:
         "results/repeats/{trace}/{policy}.json",
     log:
@@ -10,12 +8,12 @@ rule repeat_regions:
     benchmark:
         "results/benchmarks/repeats/{trace}/{policy}.tsv"
     params:
-        cli=DTR_HOLES,
         sheet=config["trace_sheet"],
+        baseline="results/baselines/{trace}.json",
         protocol=config["protocol"],
         spec=repeat_spec,
     shell:
-        "{params.cli} repeat --jobs {input.series} --trace {wildcards.trace}"
+        "{DTR_HOLES} repeat --jobs {input} --trace {wildcards.trace}"
         " --policy {wildcards.policy} --spec {params.spec:q} --protocol {params.protocol}"
-        " --baseline {input.baseline} --data data --sheet {params.sheet} --results results"
+        " --baseline {params.baseline} --data data --sheet {params.sheet} --results results"
         " --out {output} > {log} 2>&1"

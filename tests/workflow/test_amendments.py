@@ -1,0 +1,113 @@
+"""Amending the protocol of a completed tiny scenario reruns exactly the affected jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tests.workflow.scenario import copy_of, planned, planned_jobs, planned_outputs, snakemake
+
+SERIES_RULES = ("sweep_stage", "find_edges", "repeat_regions")
+PLAN = "results/stage_b/resnet32/plan.json"
+AGGREGATES = {
+    "all",
+    "render_protocol",
+    "plan_refinement",
+    "gather_records",
+    "tabulate_holes",
+    "compare_policies",
+    "crosscheck_simrd",
+    "plot_trace",
+}
+
+
+def amend(directory: Path, slug: str, changes: str, kind: str = "amendment") -> None:
+    text = f"""\
+date: 2026-11-29
+title: {slug}
+kind: {kind}
+reason: A test amendment.
+changes: {changes}
+"""
+    (directory / "protocol" / "amendments" / f"2026-11-29-{slug}.yaml").write_text(text)
+
+
+def dry_run(directory: Path) -> tuple[dict[str, int], str]:
+    output = snakemake(directory, "-n")
+    return planned(output), output
+
+
+def test_an_execution_note_plans_nothing(completed: Path, tmp_path: Path) -> None:
+    copy = copy_of(completed, tmp_path)
+    amend(copy, "note", "[]", kind="execution-note")
+    jobs, output = dry_run(copy)
+    assert jobs == {} and "Nothing to be done" in output
+
+
+def test_adding_a_policy_plans_only_its_jobs_and_the_aggregates(
+    completed: Path, tmp_path: Path
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    amend(copy, "add-lru", "[{path: policies/lru, new: {}}]")
+    jobs, output = dry_run(copy)
+    assert set(jobs) - {"total"} <= AGGREGATES | set(SERIES_RULES)
+    assert jobs["sweep_stage"] == 3  # lru: two Stage A chunks, one Stage C (B after its plan)
+    assert all("/lru/" in path for path in planned_outputs(output, "sweep_stage"))
+    for rule in SERIES_RULES[1:]:
+        # Other policies' series wait for the trace's new refinement plan, which may give them
+        # new Stage B budgets; when it does not, they are not run (below).
+        for path, reason in planned_jobs(output, rule).items():
+            pending = reason == "Input files updated by another job: " + PLAN
+            assert "/lru" in path or pending, (path, reason)
+    before = set((copy / "results" / "records").iterdir())
+    executed = snakemake(copy)  # once the plan is redone, it reruns only what it must
+    for rule in SERIES_RULES:
+        assert all("/lru" in path for path in planned_outputs(executed, rule)), rule
+    new = set((copy / "results" / "records").iterdir()) - before
+    assert {json.loads(p.read_text())["policy"]["name"] for p in new} == {"lru"}
+    rendered = sorted((copy / "results" / "protocol").glob("*.json"))
+    assert len(rendered) == 2
+    holes = pq.read_table(copy / "results" / "tables" / "holes.parquet").to_pylist()
+    older = {row["policy"]: row["older_protocol"] for row in holes}
+    assert older == {"dtr": True, "nbhd-penalty": True, "lru": False}
+    markdown = (copy / "results" / "tables" / "holes.md").read_text()
+    assert "| resnet32 † | dtr |" in markdown and "| resnet32 | lru |" in markdown
+    lru = next(row for row in holes if row["policy"] == "lru")
+    assert lru["amendments"] == "2026-11-29-add-lru"
+
+
+def test_changing_stage_b_threshold_plans_no_stage_a_job(completed: Path, tmp_path: Path) -> None:
+    copy = copy_of(completed, tmp_path)
+    amend(copy, "threshold", "[{path: stage_b/overhead_change, old: 0.25, new: 0.5}]")
+    jobs, output = dry_run(copy)
+    assert jobs["plan_refinement"] == 1
+    assert not [p for p in planned_outputs(output, "sweep_stage") if "stage_a" in p]
+    for rule in SERIES_RULES[1:]:
+        pending = "Input files updated by another job: " + PLAN
+        assert set(planned_jobs(output, rule).values()) <= {pending}
+
+
+def test_changing_the_stage_a_grid_plans_stage_a_and_everything_downstream(
+    completed: Path, tmp_path: Path
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    old = "{start: 0.101, stop: 0.107, step: 0.003}"
+    new = "{start: 0.101, stop: 0.107, step: 0.002}"
+    amend(copy, "grid", f"[{{path: stage_a/ratios, old: {old}, new: {new}}}]")
+    jobs, output = dry_run(copy)
+    swept = planned_outputs(output, "sweep_stage")
+    for policy in ("dtr", "nbhd-penalty"):
+        assert any(f"stage_a/resnet32/{policy}/" in p for p in swept)
+        assert any(f"stage_c/resnet32/{policy}/" in p for p in swept)  # C reads the grid
+    downstream = ("plan_refinement", "find_edges", "repeat_regions", "gather_records")
+    assert all(jobs.get(rule) for rule in (*downstream, "tabulate_holes", "plot_trace")), jobs
+
+
+def test_records_name_their_protocol_version_and_amendments(completed: Path) -> None:
+    rendered = next((completed / "results" / "protocol").glob("*.json"))
+    version = json.loads(rendered.read_text())["version"]
+    table = pq.read_table(completed / "results" / "records.parquet").to_pylist()
+    assert {row["protocol_version"] for row in table} == {version}
+    assert {tuple(row["amendments"]) for row in table} == {()}  # the scenario has only a base
