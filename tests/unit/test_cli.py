@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,29 @@ def test_console_script(chain: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("dtr-holes: ")
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_protocol_show_prints_version_and_history(capsys) -> None:
+    assert main(["protocol", "show", "--protocol", str(REPO / "protocol")]) == 0
+    out = capsys.readouterr().out
+    assert "version " in out and "2026-09-26-tcontrol-inspired" in out and "stage_b:" in out
+
+
+def test_a_bad_amendment_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    shutil.copytree(REPO / "protocol", tmp_path / "protocol")
+    bad = tmp_path / "protocol" / "amendments" / "2026-11-29-bad.yaml"
+    bad.write_text("date: 2026-11-29\ntitle: x\nkind: amendment\nreason: y\nchanges: [{path: a}]\n")
+    assert main(["protocol", "show", "--protocol", str(tmp_path / "protocol")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and err.count("\n") == 1
+
+
+def test_render_refuses_another_version(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "p.json"
+    args = ["protocol", "render", "--protocol", str(REPO / "protocol"), "--out", str(out)]
+    assert main([*args, "--version", "000000000000"]) == 2 and not out.exists()
+    assert main(args) == 0
+    assert json.loads(out.read_text())["history"]
