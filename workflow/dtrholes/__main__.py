@@ -2,6 +2,9 @@
 
 import sys
 
-from dtrholes.cli import main
+# Guarded: worker processes started by the runner import this module under another name, and
+# need none of the command line.
+if __name__ == "__main__":
+    from dtrholes.cli import main
 
-sys.exit(main())
+    sys.exit(main())

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 
 from dtrholes import (
@@ -361,9 +360,8 @@ def _figures(args: argparse.Namespace) -> None:
     from dtrholes import figures  # plotting libraries load only for this command
 
     peak = stages.read_output(args.baseline)["peak_memory"]
-    records_frame = pd.DataFrame(holes.read_rows(args.records))
-    holes_frame = pd.DataFrame(holes.read_rows(args.holes))
-    figures.plot_trace(records_frame, holes_frame, peak, args.trace, args.out)
+    rows = holes.read_rows(args.records)
+    figures.plot_trace(rows, holes.read_rows(args.holes), peak, args.trace, args.out)
 
 
 def _protocol(args: argparse.Namespace) -> None:

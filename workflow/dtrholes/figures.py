@@ -137,10 +137,12 @@ def save(fig, stem: Path) -> list[Path]:
     return paths
 
 
-def plot_trace(records: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str, out: Path):
-    """All three figures of one trace under `out`: cliffs, zoom and overhead, PNG and PDF."""
-    rows = sampled(records, trace)
-    mine = holes[holes.trace == trace]
+def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, out: Path) -> None:
+    """All three figures of one trace under `out` (cliffs, zoom and overhead, PNG and PDF), from
+    the rows of the records and holes tables."""
+    rows = sampled(pd.DataFrame(records), trace)
+    table = pd.DataFrame(holes)
+    mine = table[table.trace == trace]
     save(cliffs(rows, mine, peak, trace), out / f"cliffs-{trace}")
     save(zooms(rows, mine, peak, trace), out / f"zoom-{trace}")
     save(overheads(rows, trace), out / f"overhead-{trace}")

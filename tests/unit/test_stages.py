@@ -1,0 +1,88 @@
+"""Pipeline stages on a tiny trace with a hole: exact edges, and repeats that must agree."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from dtrholes import fetch, records, runner, stages
+from simulator import simulate
+from tests.tracegen import random_trace_text, tiny_trace
+
+TEXT = random_trace_text(13, 40)  # DTR: fails, completes, fails, then completes for good
+SPEC = {
+    "values": {
+        "limits": {"overhead_cap": 60, "wall_clock_s": 600},
+        "policies/dtr": {},
+        "edges": {"max_runs": 50},
+        "confirmation/repeats": 2,
+        "confirmation/points": "region",
+    },
+    "amendments": [],
+}
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> stages.Job:
+    log = tmp_path / "tiny.log"
+    log.write_text(TEXT)
+    trace = tiny_trace(TEXT)
+    baseline = {"sha256": trace.sha256, "peak_memory": simulate(trace, 2**62 - 1).peak_memory}
+    return stages.Job(
+        str(log), "dtr", SPEC, "v1", baseline, tmp_path, fetch.DEFAULT_SHEET, tmp_path / "results"
+    )
+
+
+def sampled(job: stages.Job) -> list[dict]:
+    """Stage A-like samples every 30 bytes from a fifth of the peak."""
+    peak = job.baseline["peak_memory"]
+    requests = [job.request("A", b, None) for b in range(peak // 5, peak + 1, 30)]
+    runner.run_requests(requests, job.loader(), job.records, progress=lambda _: None)
+    return [records.read_record(records.record_path(job.records, r.run_id)) for r in requests]
+
+
+def test_edges_are_adjacent_budgets_that_differ_in_feasibility(job: stages.Job) -> None:
+    listed = sampled(job)
+    found, run_ids = stages.find_edges(job, listed)
+    trace = tiny_trace(TEXT)
+    assert len(found) == 3  # up into the hole, out of it, and the first success
+    for edge in found:
+        assert edge["resolved"] and edge["above"] == edge["below"] + 1
+        below, above = (simulate(trace, b).outcome for b in (edge["below"], edge["above"]))
+        assert (below, above) == (edge["outcome_below"], edge["outcome_above"])
+        assert (below == "ok") != (above == "ok")
+        assert edge["low_sample"] <= edge["below"] < edge["high_sample"]
+    again, _ = stages.find_edges(job, listed)  # every bisection run is recorded and reused
+    assert again == found and len(set(run_ids)) == len(list(job.records.glob("*.json"))) - len(
+        listed
+    )
+
+
+def test_repeats_confirm_a_region_and_report_a_disagreement(job: stages.Job) -> None:
+    listed = sampled(job)
+    regions, run_ids = stages.repeat_regions(job, listed)
+    (region,) = regions
+    assert region["confirmed"] and all(not p["disagree"] for p in region["points"])
+    assert [p["outcome"] for p in region["points"]][0] == "ok" == region["points"][-1]["outcome"]
+    assert len(run_ids) == 2 * len(region["points"])  # two repeats of every point
+    stored = {r["stage"] for r in map(records.read_record, job.records.glob("*.json"))}
+    assert "repeat" in stored
+    # An original run whose recorded result differs from what its repeats give:
+    tampered = json.loads(json.dumps(listed))
+    first_fail = region["points"][1]["budget"]
+    for record in tampered:
+        if record["budget"] == first_fail:
+            record["result"]["clock"] += 1
+    (region,) = stages.repeat_regions(job, tampered)[0]
+    assert not region["confirmed"]
+    assert [p["disagree"] for p in region["points"] if p["budget"] == first_fail] == [[1, 2]]
+
+
+def test_job_requests_carry_protocol_labels_outside_the_run_id(job: stages.Job) -> None:
+    request = job.request("A", 500, None)
+    assert request.protocol_version == "v1" and request.wall_clock_s == 600
+    relabelled = dataclasses.replace(job, version="v2").request("A", 500, None)
+    assert relabelled.run_id == request.run_id
