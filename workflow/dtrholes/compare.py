@@ -76,6 +76,11 @@ def h2(rows: list[dict], dtr: list[dict]) -> dict:
     }
 
 
+def roles(rendered: dict) -> dict[str, str]:
+    """Each trace's role (development, confirmatory) in a rendered protocol."""
+    return {t: role for role, ts in rendered["parameters"]["traces"].items() for t in ts}
+
+
 def compare(rows: list[dict], roles: dict[str, str]) -> list[dict]:
     """One comparison row per trace × policy other than DTR, from the sampled records."""
     series: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)

@@ -295,6 +295,11 @@ SCHEMA = pa.schema(
 )
 
 
+def policies(rendered: dict) -> list[str]:
+    """The policies whose region points a rendered protocol has simrd replay."""
+    return rendered["parameters"].get("confirmation", {}).get("simrd", [])
+
+
 def table_rows(checked: list[dict]) -> list[dict]:
     """Flat rows of checked points: our fields beside simrd's."""
     rows = []

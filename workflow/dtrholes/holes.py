@@ -135,16 +135,20 @@ class Evidence:
     protocol_version: str
 
 
-def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown: Path) -> int:
+def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown_out: Path) -> int:
     """Summarise every trace × policy series of a records table; returns the row count."""
-    rows = read_rows(records_table)
+    table = table_rows(read_rows(records_table), evidence)
+    write_table(pa.Table.from_pylist(table, schema=SCHEMA), out)
+    markdown_out.write_text(markdown(table, evidence.protocol_version), encoding="utf-8")
+    return len(table)
+
+
+def table_rows(rows: list[dict], evidence: Evidence) -> list[dict]:
+    """The holes table of records-table rows: one row per trace × policy series."""
     by_series: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         by_series[row["trace"], row["policy"]].append(row)
-    table = [_table_row(key, found, evidence) for key, found in sorted(by_series.items())]
-    write_table(pa.Table.from_pylist(table, schema=_SCHEMA), out)
-    markdown.write_text(_markdown(table, evidence.protocol_version), encoding="utf-8")
-    return len(table)
+    return [_table_row(key, found, evidence) for key, found in sorted(by_series.items())]
 
 
 def read_rows(records_table: Path) -> list[dict]:
@@ -187,7 +191,7 @@ def _flat(summary: Summary) -> dict:
     return values
 
 
-_SCHEMA = pa.schema(
+SCHEMA = pa.schema(
     [
         ("trace", pa.string()),
         ("policy", pa.string()),
@@ -222,7 +226,7 @@ def _edge(e: dict) -> str:
     return f"in ({e['below']:,}, {e['above']:,}] unresolved"
 
 
-def _markdown(table: list[dict], version: str) -> str:
+def markdown(table: list[dict], version: str) -> str:
     lines = [
         f"Protocol version {version}; rows marked † hold runs recorded under an older version.",
         "",

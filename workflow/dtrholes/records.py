@@ -15,7 +15,7 @@ import jsonschema
 import pyarrow as pa
 
 from dtrholes import provenance
-from simulator import Result, UserError
+from simulator import Result, UserError, get_policy
 from simulator.store import write_table
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.json"
@@ -185,7 +185,27 @@ _COLUMNS = {
 }
 
 
-def _row(record: dict) -> dict:
+def request_of(record: dict) -> Request:
+    """The request a record answers, as the runner made it (its run id is the record's)."""
+    policy = record["policy"]["name"]
+    return Request(
+        trace=record["trace"]["name"],
+        trace_sha256=record["trace"]["sha256"],
+        policy=policy,
+        params=get_policy(policy).resolve(record["policy"]["params"]),
+        budget=record["budget"],
+        ratio=record["ratio"],
+        overhead_cap=record["overhead_cap"],
+        wall_clock_s=record["wall_clock_s"],
+        stage=record["stage"],
+        repeat=record["repeat"],
+        protocol_version=record["protocol"]["version"],
+        amendments=tuple(record["protocol"]["amendments"]),
+    )
+
+
+def row(record: dict) -> dict:
+    """A record's row in the records table."""
     result = record["result"] or {}
     return {
         "run_id": record["run_id"],
@@ -206,9 +226,18 @@ def _row(record: dict) -> dict:
     }
 
 
-def gather(listed: list[dict], parquet: Path) -> int:
+JOBS_KEY = b"dtr_holes.job_outputs"
+"""Records-table metadata: the job outputs (relative to the results directory) it tabulates."""
+
+
+def table(listed: list[dict], jobs: list[str] | None = None) -> pa.Table:
+    """The records table of `listed`, naming the job outputs that list them."""
+    metadata = {JOBS_KEY: json.dumps(jobs).encode()} if jobs is not None else None
+    schema = pa.schema([pa.field(k, t) for k, t in _COLUMNS.items()], metadata=metadata)
+    return pa.Table.from_pylist([row(r) for r in listed], schema=schema)
+
+
+def gather(listed: list[dict], parquet: Path, jobs: list[str] | None = None) -> int:
     """Tabulate records into one Parquet file; returns the row count."""
-    rows = [_row(r) for r in listed]
-    schema = pa.schema([pa.field(k, t) for k, t in _COLUMNS.items()])
-    write_table(pa.Table.from_pylist(rows, schema=schema), parquet)
-    return len(rows)
+    write_table(table(listed, jobs), parquet)
+    return len(listed)

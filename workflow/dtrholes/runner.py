@@ -22,11 +22,16 @@ class Outcome:
     usage: Usage
 
 
-def _execute(request: Request, trace: Trace, results_dir: Path) -> Outcome:
-    started, wall, cpu = records.utc_now(), time.perf_counter(), time.process_time()
+def execute(request: Request, trace: Trace, results_dir: Path | None) -> Result:
+    """The simulation a request asks for (policies' centrality cached under `results_dir`)."""
     params = dict(request.params)
     central = centrality.for_policy(trace, request.policy, params, results_dir)
-    result = simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
+    return simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
+
+
+def _execute(request: Request, trace: Trace, results_dir: Path) -> Outcome:
+    started, wall, cpu = records.utc_now(), time.perf_counter(), time.process_time()
+    result = execute(request, trace, results_dir)
     usage = Usage(
         started_utc=started,
         ended_utc=records.utc_now(),

@@ -89,6 +89,11 @@ def read_output(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def by_series(paths: Iterable[Path], key: str) -> dict[tuple[str, str], list]:
+    """Per trace × policy job outputs (results/<kind>/<trace>/<policy>.json) by series."""
+    return {(Path(p).parent.name, Path(p).stem): read_output(p)[key] for p in paths}
+
+
 def refinement_samples(listed: list[dict]) -> list[plan.Sample]:
     """Stage A and C records as refinement reads them: completed runs only."""
     return [
