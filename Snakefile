@@ -22,6 +22,7 @@ include: "workflow/rules/repeat.smk"
 include: "workflow/rules/holes.smk"
 include: "workflow/rules/crosscheck.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:

@@ -49,6 +49,7 @@ simrd_source: null
 # Stage C: one sample in each of the 2 intervals -> 1 job. Stage B waits for its plan.
 PLANNED = {
     "all": 1,
+    "audit_results": 1,
     "baseline_trace": 1,
     "compare_policies": 1,
     "crosscheck_simrd": 1,
@@ -61,7 +62,7 @@ PLANNED = {
     "repeat_regions": 2,
     "sweep_stage": 6,
     "tabulate_holes": 1,
-    "total": 20,
+    "total": 21,
 }
 
 

@@ -12,6 +12,7 @@ from tests.workflow.scenario import copy_of, planned, planned_jobs, planned_outp
 SERIES_RULES = ("sweep_stage", "find_edges", "repeat_regions")
 PLAN = "results/stage_b/resnet32/plan.json"
 AGGREGATES = {
+    "audit_results",
     "all",
     "render_protocol",
     "plan_refinement",

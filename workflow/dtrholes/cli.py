@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
 from dtrholes import (
+    audit,
     centrality,
     compare,
     crosscheck,
@@ -202,6 +205,59 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_protocol)
 
 
+def _add_audit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="check that every claim in the results is backed by records")
+    p.add_argument("results", nargs="?", type=Path, default=Path("results"), help="results dir")
+    p.add_argument("--data", type=Path, default=None, help="data directory with the archive")
+    p.add_argument(
+        "--protocol", type=Path, default=None, help="rendered protocol (default: the latest)"
+    )
+    p.add_argument("--sample", type=_count, default=20, help="records to rerun besides edges")
+    p.add_argument("--seed", type=int, default=audit.SEED, help="seed of the rerun sample")
+    p.add_argument("--markdown", type=Path, help="report (default: RESULTS/audit/audit.md)")
+    p.add_argument("--json", type=Path, help="report (default: RESULTS/audit/audit.json)")
+    p.add_argument("--evidence", type=Path, help="table (default: RESULTS/evidence.csv)")
+    _add_sheet(p)
+    p.set_defaults(run=_audit)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, found {text!r}")
+    return int(text)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    options = audit.Options(
+        args.results,
+        args.data or fetch.default_data_dir(),
+        args.sheet,
+        args.protocol,
+        args.sample,
+        args.seed,
+    )
+    report = audit.run(options, time.perf_counter)
+    folder = args.results / "audit"
+    audit.write(
+        report,
+        args.markdown or folder / "audit.md",
+        args.json or folder / "audit.json",
+        args.evidence or args.results / "evidence.csv",
+    )
+    for check in report.checks:
+        if check.passed:
+            print(f"{check.name}: passed ({check.count} checked)")
+        else:
+            first = check.failures[0]
+            print(
+                f"dtr-holes audit: {check.name} FAILED ({len(check.failures)} of {check.count}):"
+                f" {first.where}: {first.message}",
+                file=sys.stderr,
+            )
+    print(f"audit {'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s")
+    return 0 if report.passed else 1
+
+
 def _add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", required=True)
     p.add_argument("--policy", required=True)
@@ -306,13 +362,14 @@ def _repeat(args: argparse.Namespace) -> None:
 
 def _gather(args: argparse.Namespace) -> None:
     listed = stages.listed_records(args.jobs, args.results / "records")
-    print(f"{records.gather(listed, args.out)} records")
+    jobs = [os.path.relpath(p, args.results) for p in args.jobs]
+    print(f"{records.gather(listed, args.out, jobs)} records")
 
 
 def _holes(args: argparse.Namespace) -> None:
     evidence = holes.Evidence(
-        edges=_by_series(args.edges, "edges"),
-        repeats=_by_series(args.repeats, "regions"),
+        edges=stages.by_series(args.edges, "edges"),
+        repeats=stages.by_series(args.repeats, "regions"),
         protocol_version=stages.read_output(args.protocol)["version"],
     )
     print(f"{holes.tabulate(args.records, evidence, args.out, args.markdown)} series")
@@ -320,8 +377,7 @@ def _holes(args: argparse.Namespace) -> None:
 
 def _compare(args: argparse.Namespace) -> None:
     rendered = stages.read_output(args.protocol)
-    roles = {t: role for role, ts in rendered["parameters"]["traces"].items() for t in ts}
-    table = compare.compare(holes.read_rows(args.records), roles)
+    table = compare.compare(holes.read_rows(args.records), compare.roles(rendered))
     write_table(pa.Table.from_pylist(table, schema=compare.SCHEMA), args.out)
     args.markdown.write_text(compare.markdown(table, rendered["version"]), encoding="utf-8")
     print(f"{len(table)} comparisons")
@@ -329,12 +385,11 @@ def _compare(args: argparse.Namespace) -> None:
 
 def _crosscheck(args: argparse.Namespace) -> None:
     rendered = stages.read_output(args.protocol)
-    policies = rendered["parameters"].get("confirmation", {}).get("simrd", [])
     baselines = [stages.read_output(p) for p in args.baselines]
     points = stages.crosscheck_points(
         holes.read_rows(args.records),
-        _by_series(args.repeats, "regions"),
-        policies,
+        stages.by_series(args.repeats, "regions"),
+        crosscheck.policies(rendered),
         {b["trace"]: b["model_compute"] for b in baselines},
     )
     work = args.results / "crosscheck"
@@ -349,11 +404,6 @@ def _crosscheck(args: argparse.Namespace) -> None:
     table = crosscheck.table_rows(checked)
     write_table(pa.Table.from_pylist(table, schema=crosscheck.SCHEMA), args.out)
     args.markdown.write_text(crosscheck.markdown(table, args.simrd), encoding="utf-8")
-
-
-def _by_series(paths: list[Path], key: str) -> dict:
-    """Per trace × policy job outputs (results/<kind>/<trace>/<policy>.json) by series."""
-    return {(p.parent.name, p.stem): stages.read_output(p)[key] for p in paths}
 
 
 def _figures(args: argparse.Namespace) -> None:
@@ -386,20 +436,21 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _add_simulate(sub)
     _add_pipeline_steps(sub)
+    _add_audit(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        args.run(args)
+        status = args.run(args) or 0
     except UserError as exc:
         print(f"dtr-holes: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into a reader that stopped early, e.g. `head`
         sys.stderr.close()
         return 0
-    return 0
+    return status
 
 
 if __name__ == "__main__":

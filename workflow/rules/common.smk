@@ -131,6 +131,7 @@ def protocol_render():
 
 
 FIGURES = ("cliffs", "zoom", "overhead")
+TABLES = ("holes", "comparison", "crosscheck")
 
 
 def all_outputs():
@@ -139,6 +140,7 @@ def all_outputs():
         "results/tables/holes.md",
         "results/tables/comparison.md",
         "results/tables/crosscheck.md",
+        "results/audit/audit.md",
         protocol_render(),
         *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in TRACES),
     ]

@@ -1,0 +1,139 @@
+"""The audit of a completed tiny scenario: it passes untouched and fails, naming the record and
+the check, after each kind of tampering."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dtrholes import cli, fetch
+from tests.workflow.scenario import copy_of
+
+TRACE = "resnet32"
+
+
+def audit(directory: Path, capsys: pytest.CaptureFixture, out: Path) -> tuple[int, dict, str]:
+    """Run the audit CLI on a scenario, reporting into `out`; exit status, JSON report and
+    what it printed."""
+    argv = ["audit", str(directory / "results"), "--data", str(directory / "data")]
+    argv += ["--sheet", str(directory / "config" / "traces.tsv"), "--json", str(out / "a.json")]
+    status = cli.main([*argv, "--markdown", str(out / "a.md"), "--evidence", str(out / "e.csv")])
+    printed = capsys.readouterr()
+    return status, json.loads((out / "a.json").read_text()), printed.out + printed.err
+
+
+def failures(report: dict, check: str) -> list[str]:
+    found = next(c for c in report["checks"] if c["name"] == check)
+    return [f"{f['where']}: {f['message']}" for f in found["failures"]]
+
+
+def assert_fails(report: dict, check: str, run_id: str) -> None:
+    named = [f for f in failures(report, check) if run_id in f]
+    assert named, (check, run_id, json.dumps(report, indent=1))
+
+
+def region_record(directory: Path, key: str = "first_fail") -> Path:
+    """The first Stage A/B/C record at one of the DTR region's brackets (an edge point)."""
+    repeats = json.loads((directory / "results" / "repeats" / TRACE / "dtr.json").read_text())
+    budget = repeats["regions"][0][key]
+    for path in sorted((directory / "results" / "records").glob("*.json")):
+        record = json.loads(path.read_text())
+        if (record["budget"], record["stage"], record["policy"]["name"]) in (
+            (budget, stage, "dtr") for stage in ("A", "B", "C")
+        ):
+            return path
+    raise AssertionError(f"no sampled record at {budget}")
+
+
+def test_untampered_run_passes_and_lists_every_execution(
+    completed: Path, tmp_path: Path, capsys
+) -> None:
+    # The pipeline's last rule ran the audit already; rerun it to read its report here.
+    assert (completed / "results" / "audit" / "audit.md").is_file()
+    status, report, printed = audit(completed, capsys, tmp_path)
+    assert status == 0 and report["passed"], printed
+    assert {c["name"] for c in report["checks"]} == {
+        "records",
+        "provenance",
+        "claims",
+        "re-execution",
+        "evidence",
+    }
+    rerun = next(c for c in report["checks"] if c["name"] == "re-execution")
+    assert rerun["count"] > 20  # the edge points besides the sample of 20
+    evidence = (tmp_path / "e.csv").read_text().splitlines()
+    assert len(evidence) - 1 == len(list((completed / "results" / "records").iterdir()))
+
+
+def test_a_deleted_record_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = region_record(copy)
+    path.unlink()
+    status, report, printed = audit(copy, capsys, tmp_path)
+    assert status == 1 and "records FAILED" in printed
+    assert_fails(report, "records", path.stem)
+
+
+def test_an_edited_outcome_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = region_record(copy, "last_fail")
+    record = json.loads(path.read_text())
+    assert record["result"]["outcome"] == "oom"
+    record["result"]["outcome"] = "ok"
+    path.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert_fails(report, "claims", path.stem)  # the records table says oom
+    assert_fails(report, "re-execution", path.stem)  # a region edge point: always rerun
+
+
+def test_an_edited_trace_byte_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    archive = copy / "data" / fetch.ARCHIVE_NAME
+    member = fetch.find_entry(TRACE, copy / "config" / "traces.tsv").member
+    edited = tmp_path / "edited.zip"
+    with zipfile.ZipFile(archive) as old, zipfile.ZipFile(edited, "w") as new:
+        for info in old.infolist():
+            data = old.read(info)
+            if info.filename == member:  # one tensor one byte larger
+                data = data.replace(b'"MEMORY":"1728"', b'"MEMORY":"1729"', 1)
+            new.writestr(info, data)
+    shutil.move(edited, archive)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    some_record = region_record(copy).stem
+    assert_fails(report, "re-execution", some_record)
+    assert any("sha256" in f and "record" in f for f in failures(report, "provenance"))
+
+
+def test_a_duplicated_record_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = region_record(copy)
+    shutil.copy(path, path.with_name("0" * 32 + ".json"))
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert_fails(report, "records", path.stem)
+    assert any("duplicate" in f for f in failures(report, "records"))
+
+
+def test_a_truncated_record_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = region_record(copy)
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert any(path.stem in f and "truncated" in f for f in failures(report, "records"))
+
+
+def test_a_truncated_table_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    table = copy / "results" / "tables" / "holes.parquet"
+    table.write_bytes(table.read_bytes()[:100])
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert any("holes" in f for f in failures(report, "claims"))

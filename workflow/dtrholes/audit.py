@@ -1,0 +1,410 @@
+"""Audit of a results directory: every claim in its tables derived again from execution records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import zipfile
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dtrholes import claims, evidence, fetch, holes, records, runner, stages
+from simulator import Trace, UserError, parse_trace
+
+SEED = 20261129
+STAGE_OF = {"stage_a": "A", "stage_b": "B", "stage_c": "C", "edges": "edge", "repeats": "repeat"}
+TITLES = {
+    "records": "every record file is a valid, unique record; every listed record exists",
+    "provenance": "trace bytes and checksums, protocol versions and code versions are on file",
+    "claims": "the records table, job outputs and tables are derived again from the records",
+    "re-execution": "a seeded sample of records, region edge points included, reruns identically",
+    "evidence": "every execution ever recorded is in the evidence table, with its status",
+}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed item of a check: where (a record, file or table row) and what is wrong."""
+
+    check: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's verdict: how many items it checked, every failure, and notes."""
+
+    name: str
+    count: int
+    failures: tuple[Failure, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to audit and how: `protocol` is the rendered protocol the tables were made under
+    (default: the latest under results/protocol); `sample` records rerun besides edge points."""
+
+    results: Path
+    data: Path
+    sheet: Path
+    protocol: Path | None = None
+    sample: int = 20
+    seed: int = SEED
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the checks read, loaded once; traces are parsed from the archive when needed."""
+
+    options: Options
+    inv: evidence.Inventory
+    sheet: dict[str, fetch.TraceEntry]
+    traces: dict[str, Trace | str] = field(default_factory=dict)  # parsed, or why not
+
+
+def load(options: Options) -> Context:
+    inv = evidence.inventory(options.results, options.protocol)
+    return Context(options, inv, {e.name: e for e in fetch.read_sheet(options.sheet)})
+
+
+@dataclass(frozen=True)
+class Report:
+    checks: tuple[Check, ...]
+    evidence: list[dict]
+    sample: tuple[str, ...]
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+
+# 1. records ---------------------------------------------------------------------------------
+
+
+def check_records(ctx: Context) -> Check:
+    failures = [x for f in ctx.inv.files for x in _file_failures(f)]
+    failures += _duplicates(ctx.inv.files)
+    for rel, run_ids in ctx.inv.outputs.items():
+        failures += _listed_failures(ctx, rel, run_ids)
+    partial = sum(f.partial for f in ctx.inv.files)
+    notes = (f"{partial} partial files of interrupted writes (no record)",) if partial else ()
+    return Check("records", len(ctx.inv.files), tuple(failures), notes)
+
+
+def _file_failures(f: evidence.RecordFile) -> list[Failure]:
+    if f.partial:
+        return []
+    if f.record is None:
+        return [Failure("records", f"record {f.path.stem}", f"{f.path.name}: {f.problem}")]
+    run_id = f.record["run_id"]
+    if not f.canonical:
+        found = f"file {f.path.name} holds record {run_id}: a duplicate under another name"
+        return [Failure("records", f"record {run_id}", found)]
+    problem = _request_problem(f.record)
+    return [Failure("records", f"record {run_id}", problem)] if problem else []
+
+
+def _request_problem(record: dict) -> str | None:
+    """Why a record is not the record of its own request, if it is not."""
+    try:
+        request = records.request_of(record)
+    except UserError as exc:
+        return f"its request is invalid ({exc})"
+    if request.run_id != record["run_id"]:
+        return f"its run id is not the hash of its request (that is {request.run_id})"
+    result = record["result"]
+    if result is None:
+        return None
+    asked = {
+        "trace_sha256": request.trace_sha256,
+        "policy": request.policy,
+        "params": dict(request.params),
+        "budget": request.budget,
+        "overhead_cap": request.overhead_cap,
+    }
+    wrong = [k for k, v in asked.items() if result[k] != v]
+    return f"its result answers another request ({', '.join(wrong)})" if wrong else None
+
+
+def _duplicates(files: list[evidence.RecordFile]) -> list[Failure]:
+    held = Counter(f.record["run_id"] for f in files if f.record is not None)
+    return [
+        Failure("records", f"record {run_id}", f"duplicate run id: {n} files hold it")
+        for run_id, n in sorted(held.items())
+        if n > 1
+    ]
+
+
+def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure]:
+    kind, trace, policy = evidence.series_of(rel)
+    failures = []
+    for run_id in run_ids:
+        record = ctx.inv.records.get(run_id)
+        if record is None:
+            failures.append(Failure("records", f"record {run_id}", f"listed by {rel}, missing"))
+            continue
+        found = (record["stage"], record["trace"]["name"], record["policy"]["name"])
+        if found != (STAGE_OF[kind], trace, policy):
+            message = f"listed by {rel} but a {'/'.join(found)} run"
+            failures.append(Failure("records", f"record {run_id}", message))
+    return failures
+
+
+# 2. provenance ------------------------------------------------------------------------------
+
+
+def check_provenance(ctx: Context) -> Check:
+    failures = [x for r in ctx.inv.records.values() for x in _record_provenance(ctx, r)]
+    users: dict[str, list[str]] = defaultdict(list)
+    for r in ctx.inv.records.values():
+        users[r["trace"]["name"]].append(r["run_id"])
+    for name, run_ids in sorted(users.items()):
+        problem = _trace_problem(ctx, name)
+        if problem:
+            where = f"record {run_ids[0]} (and {len(run_ids) - 1} more of trace {name})"
+            failures.append(Failure("provenance", where, problem))
+    return Check("provenance", len(ctx.inv.records), tuple(failures), _code_notes(ctx))
+
+
+def _record_provenance(ctx: Context, record: dict) -> list[Failure]:
+    problems = []
+    name, sha = record["trace"]["name"], record["trace"]["sha256"]
+    entry = ctx.sheet.get(name)
+    if entry is None or entry.sha256 != sha:
+        stated = entry.sha256 if entry else "no such trace"
+        problems.append(f"trace {name} sha256 {sha} is not the trace sheet's ({stated})")
+    version = record["protocol"]["version"]
+    render = ctx.inv.renders.get(version)
+    if render is None:
+        problems.append(f"protocol version {version} has no rendered protocol")
+    else:
+        known = {a["id"] for a in render["history"]}
+        unknown = sorted(set(record["protocol"]["amendments"]) - known)
+        if unknown:
+            problems.append(f"amendments {unknown} are not in protocol {version}'s history")
+    if not record["code"]["git_commit"]:
+        problems.append("its code version names no git commit")
+    return [Failure("provenance", f"record {record['run_id']}", p) for p in problems]
+
+
+def _code_notes(ctx: Context) -> tuple[str, ...]:
+    versions = Counter(
+        (r["code"]["package_version"], r["code"]["git_commit"], r["code"]["git_dirty"])
+        for r in ctx.inv.records.values()
+    )
+    return tuple(
+        f"{n} records from dtr-holes {package} at commit {commit}"
+        + (" (DIRTY: tracked files differed from the commit)" if dirty else "")
+        for (package, commit, dirty), n in sorted(versions.items(), key=str)
+    )
+
+
+def _trace_problem(ctx: Context, name: str) -> str | None:
+    found = trace_of(ctx, name)
+    return found if isinstance(found, str) else None
+
+
+def trace_of(ctx: Context, name: str) -> Trace | str:
+    """The trace parsed from the archive's bytes, or why it cannot be trusted."""
+    if name not in ctx.traces:
+        ctx.traces[name] = _parse(ctx, name)
+    return ctx.traces[name]
+
+
+def _parse(ctx: Context, name: str) -> Trace | str:
+    entry = ctx.sheet.get(name)
+    if entry is None:
+        return f"trace {name} is not in the trace sheet"
+    archive = ctx.options.data / fetch.ARCHIVE_NAME
+    if not archive.is_file():
+        fetch.fetch_archive(ctx.options.data, sheet=ctx.options.sheet)
+    try:
+        with zipfile.ZipFile(archive) as z:
+            data = z.read(entry.member)
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        return f"{archive}:{entry.member} is unreadable ({exc})"
+    found = hashlib.sha256(data).hexdigest()
+    if found != entry.sha256:
+        return f"{archive}:{entry.member} has sha256 {found}, the trace sheet {entry.sha256}"
+    return parse_trace(data, f"{archive}:{entry.member}", name)
+
+
+# 3. claims ----------------------------------------------------------------------------------
+
+
+def check_claims(ctx: Context) -> Check:
+    count, problems = claims.check(ctx.inv)
+    return Check("claims", count, tuple(Failure("claims", *p) for p in problems))
+
+
+# 4. re-execution ----------------------------------------------------------------------------
+
+
+def sample(ctx: Context) -> tuple[list[str], list[str]]:
+    """The records to rerun: the region edge points, then a seeded random sample of the other
+    complete current records; and the timeouts left out."""
+    current = ctx.inv.current()
+    complete = [r for r in current if r["status"] == "complete"]
+    edge = edge_points(ctx, complete)
+    rest = sorted({r["run_id"] for r in complete} - set(edge))
+    picked = random.Random(ctx.options.seed).sample(rest, min(ctx.options.sample, len(rest)))
+    timeouts = sorted({r["run_id"] for r in current if r["status"] == "timeout"})
+    return edge + sorted(picked), timeouts
+
+
+def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
+    """Per region of the holes table: the first record at each bracket budget (ok below, first
+    and last failing, ok above) and the runs that bound each exact edge."""
+    try:
+        table = holes.read_rows(ctx.inv.results / "tables" / "holes.parquet")
+    except UserError:
+        return []
+    found: list[str] = []
+    for row in table:
+        series = (row["trace"], row["policy"])
+        mine = [r for r in complete if (r["trace"]["name"], r["policy"]["name"]) == series]
+        for region in json.loads(row["region_brackets"]):
+            for budget in (region[k] for k in ("ok_below", "first_fail", "last_fail", "ok_above")):
+                found += _first(
+                    mine, lambda r, b=budget: r["budget"] == b and r["stage"] in stages.SAMPLED
+                )
+        for e in json.loads(row["exact_edges"]):
+            found += _first(mine, lambda r, e=e: _top(r) == e["below"])
+            found += _first(mine, lambda r, e=e: r["result"]["budget_lo"] == e["above"])
+    return list(dict.fromkeys(found))
+
+
+def _first(candidates: list[dict], test) -> list[str]:
+    return next(([r["run_id"]] for r in candidates if test(r)), [])
+
+
+def _top(record: dict) -> int:
+    result = record["result"]
+    return result["budget_hi"] if result["budget_hi"] is not None else result["budget"]
+
+
+def check_reexecution(ctx: Context) -> Check:
+    chosen, timeouts = sample(ctx)
+    failures = [f for run_id in chosen for f in _rerun(ctx, ctx.inv.records[run_id])]
+    notes = [f"seed {ctx.options.seed}, {ctx.options.sample} sampled besides edge points"]
+    if timeouts:
+        notes.append(f"{len(timeouts)} timeout records not rerun: {', '.join(timeouts)}")
+    return Check("re-execution", len(chosen), tuple(failures), tuple(notes))
+
+
+def _rerun(ctx: Context, record: dict) -> list[Failure]:
+    where = f"record {record['run_id']}"
+    name = record["trace"]["name"]
+    trace = trace_of(ctx, name)
+    if isinstance(trace, str):
+        message = f"not rerun: trace {name} is not the one on file (see provenance)"
+        return [Failure("re-execution", where, message)]
+    request = records.request_of(record)
+    result = runner.execute(request, trace, ctx.options.results).to_dict()
+    again, stated = _canonical(result), _canonical(record["result"])
+    if again == stated:
+        return []
+    found = claims.difference(json.loads(stated), json.loads(again))
+    if found is None:
+        return [Failure("re-execution", where, "rerun gives a Result with other bytes")]
+    path, a, b = found
+    message = (
+        f"rerun gives another Result: {path}: recorded {claims.short(a)}, rerun {claims.short(b)}"
+    )
+    return [Failure("re-execution", where, message)]
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+# 5. evidence and the report -----------------------------------------------------------------
+
+
+def check_evidence(table: list[dict]) -> Check:
+    statuses = Counter(row["status"] for row in table)
+    notes = tuple(f"{n} {status}" for status, n in sorted(statuses.items()))
+    return Check("evidence", len(table), (), notes)
+
+
+def run(options: Options, clock: Callable[[], float]) -> Report:
+    """Every check on `options.results`; `clock` times the audit."""
+    start = clock()
+    ctx = load(options)
+    table = evidence.rows(ctx.inv.files, ctx.inv.cited(), ctx.inv.rendered["version"])
+    checks = (
+        check_records(ctx),
+        check_provenance(ctx),
+        check_claims(ctx),
+        check_reexecution(ctx),
+        check_evidence(table),
+    )
+    return Report(checks, table, tuple(sample(ctx)[0]), clock() - start)
+
+
+def to_json(report: Report) -> dict:
+    return {
+        "passed": report.passed,
+        "seconds": round(report.seconds, 3),
+        "rerun": list(report.sample),
+        "checks": [
+            {
+                "name": c.name,
+                "title": TITLES[c.name],
+                "passed": c.passed,
+                "count": c.count,
+                "failures": [{"where": f.where, "message": f.message} for f in c.failures],
+                "notes": list(c.notes),
+            }
+            for c in report.checks
+        ],
+    }
+
+
+def markdown(report: Report) -> str:
+    verdict = "PASSED" if report.passed else "FAILED"
+    lines = [
+        f"# Audit: {verdict}",
+        "",
+        f"{len(report.checks)} checks in {report.seconds:.1f} s.",
+        "",
+        "| check | what | items | failures |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c.name} | {TITLES[c.name]} | {c.count} | {len(c.failures)} |" for c in report.checks
+    ]
+    for c in report.checks:
+        lines += ["", f"## {c.name}: {'passed' if c.passed else 'FAILED'}", ""]
+        lines += [f"- {f.where}: {f.message}" for f in c.failures] or ["- no failures"]
+        lines += [f"- note: {note}" for note in c.notes]
+    lines += ["", "## Executions not cited by the current results", ""]
+    lines += ["| run id | status | reason |", "|---|---|---|"]
+    lines += [
+        f"| {row['run_id']} | {row['status']} | {row['reason']} |"
+        for row in report.evidence
+        if row["status"] != "current"
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: Report, markdown_out: Path, json_out: Path, evidence_out: Path) -> None:
+    """The report as Markdown and JSON, and the evidence table as CSV."""
+    for path in (markdown_out, json_out):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    markdown_out.write_text(markdown(report), encoding="utf-8")
+    json_out.write_text(json.dumps(to_json(report), indent=1) + "\n", encoding="utf-8")
+    evidence.write_csv(report.evidence, evidence_out)

@@ -1,0 +1,286 @@
+"""Every claim of the results derived again from the records: the records table, the edges and
+repeats (their jobs replayed from the records, nothing executed) and the tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dtrholes import compare, crosscheck, evidence, holes, plan, protocol, records, stages
+from simulator import Result, UserError
+
+Problem = tuple[str, str]  # where (a record, job output or table row) and what differs
+
+
+def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
+    """How many rows and job outputs were derived again, and every one that differs."""
+    problems = list(inv.unreadable.items())
+    count = 0
+    rows = records.table(inv.current()).to_pylist()
+    for part in (_records_table, _job_replays, _holes, _comparison, _crosscheck):
+        checked, found = _guarded(part, inv, rows)
+        count += checked
+        problems += found
+    return count, problems
+
+
+def _guarded(
+    part: Callable, inv: evidence.Inventory, rows: list[dict]
+) -> tuple[int, list[Problem]]:
+    """A part of the claims check; an error it meets (a disagreeing repeat, a damaged job
+    output) is a failure of the check, not of the audit."""
+    try:
+        return part(inv, rows)
+    except (UserError, OSError, ValueError, KeyError, TypeError) as exc:
+        return 1, [(PARTS[part.__name__], f"cannot be derived again: {exc}")]
+
+
+PARTS = {
+    "_records_table": "records.parquet",
+    "_job_replays": "edges and repeats",
+    "_holes": "tables/holes",
+    "_comparison": "tables/comparison",
+    "_crosscheck": "tables/crosscheck",
+}
+
+
+def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    try:
+        stated = holes.read_rows(inv.results / "records.parquet")
+    except UserError as exc:
+        return 1, [("records.parquet", str(exc))]
+    failures = _compare_rows(
+        "records.parquet", stated, rows, lambda r: r["run_id"], lambda k: f"record {k}"
+    )
+    return len(stated), [(where, f"records.parquet: {message}") for where, message in failures]
+
+
+def _by_kind(inv: evidence.Inventory) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """Per trace × policy: its job outputs by kind (sampled, edges, repeats)."""
+    found: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for rel in inv.outputs:
+        kind, trace, policy = evidence.series_of(rel)
+        found[trace, policy]["sampled" if kind.startswith("stage_") else kind].append(rel)
+    return found
+
+
+def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    """Edges and repeats derived again by replaying their jobs from the records alone."""
+    count, failures = 0, []
+    for (trace, policy), kinds in sorted(_by_kind(inv).items()):
+        series = inv.listed(kinds["sampled"])
+        for kind, derive, key in (
+            ("edges", stages.find_edges, "edges"),
+            ("repeats", stages.repeat_regions, "regions"),
+        ):
+            for rel in kinds[kind]:
+                count += 1
+                failures += _replay(inv, rel, derive, key, _job(inv, trace, policy, kind), series)
+    return count, failures
+
+
+def _replay(inv, rel, derive, key, job, series) -> list[Problem]:
+    try:
+        found, run_ids = derive(job, series)
+    except UserError as exc:
+        return [(rel, str(exc))]
+    stated = stages.read_output(inv.results / rel)
+    derived = json.loads(json.dumps({key: found, "run_ids": run_ids}))
+    problem = diff(stated, derived)
+    return [(rel, f"replayed from the records, {problem}")] if problem else []
+
+
+def _job(inv: evidence.Inventory, trace: str, policy: str, kind: str) -> stages.Job:
+    """The edges or repeat job of a series under the rendered protocol, answered by records."""
+    rendered = inv.rendered
+    current = protocol.Protocol(
+        dt.date.fromisoformat(rendered["fixed"]), rendered["title"], rendered["parameters"], ()
+    )
+    spec = plan.job_spec(current, "edge" if kind == "edges" else "repeat", policy)
+    baseline = stages.read_output(inv.results / "baselines" / f"{trace}.json")
+    return ReplayJob(
+        trace, policy, spec, rendered["version"], baseline, Path(), Path(), inv.results, inv.records
+    )
+
+
+@dataclass(frozen=True)
+class ReplayJob(stages.Job):
+    """A job whose runs are answered from their records; nothing is executed."""
+
+    recorded: dict = field(default_factory=dict, compare=False)
+
+    def session(self, fresh: bool = False) -> Replay:
+        return Replay(self.recorded)
+
+
+class MissingRecord(UserError):
+    """A run a job made, as its replay asks for it, has no record."""
+
+
+class Replay:
+    """A session that answers each request from its record."""
+
+    def __init__(self, recorded: dict[str, dict]):
+        self.recorded = recorded
+
+    def __enter__(self) -> Replay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(self, request: records.Request) -> tuple[Result | None, bool]:
+        record = self.recorded.get(request.run_id)
+        if record is None:
+            asked = f"the record of its {request.stage} run at {request.budget:,} bytes"
+            raise MissingRecord(f"record {request.run_id}", asked, "none")
+        result = record["result"]
+        return (None if result is None else Result.from_dict(result)), False
+
+
+def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    paths = [inv.results / rel for rel in inv.outputs]
+    version = inv.rendered["version"]
+    found = holes.Evidence(
+        edges=stages.by_series([p for p in paths if p.parts[-3] == "edges"], "edges"),
+        repeats=stages.by_series([p for p in paths if p.parts[-3] == "repeats"], "regions"),
+        protocol_version=version,
+    )
+    derived = holes.table_rows(rows, found)
+    return _table(inv, "holes", derived, holes.markdown(derived, version), _series_key)
+
+
+def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    derived = compare.compare(rows, compare.roles(inv.rendered))
+    text = compare.markdown(derived, inv.rendered["version"])
+    return _table(inv, "comparison", derived, text, _series_key)
+
+
+def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    results = inv.results
+    try:
+        stated = holes.read_rows(results / "tables" / "crosscheck.parquet")
+    except UserError as exc:
+        return 1, [("tables/crosscheck.parquet", str(exc))]
+    repeats = stages.by_series(
+        [results / rel for rel in inv.outputs if rel.startswith("repeats/")], "regions"
+    )
+    traces = {trace for trace, _ in repeats}
+    computes = {
+        t: stages.read_output(results / "baselines" / f"{t}.json")["model_compute"] for t in traces
+    }
+    points = stages.crosscheck_points(rows, repeats, crosscheck.policies(inv.rendered), computes)
+    derived = crosscheck.table_rows([_checked(p, stated) for p in points])
+    text = crosscheck.markdown(derived, None)
+    return _table(inv, "crosscheck", derived, text, _point_key, skip_lines=1)
+
+
+def _checked(point: dict, stated: list[dict]) -> dict:
+    """A cross-check point with simrd's answer as the table states it, and the status that
+    answer gives (simrd's eviction sequence is not in the table: DISAGREES may stand)."""
+    row = next((r for r in stated if _point_key(r) == _point_key(point)), None)
+    if row is None or row["simrd_outcome"] is None:
+        return {**point, "status": "not run", "simrd": None}
+    simrd = {k: row[f"simrd_{k}"] for k in ("outcome", "clock", "evictions", "wall_s")}
+    if simrd["outcome"] == "timeout":
+        return {**point, "status": "timeout", "simrd": simrd}
+    same = all(simrd[k] == point["ours"][k] for k in ("outcome", "clock", "evictions"))
+    status = "agrees" if same and row["status"] != "DISAGREES" else "DISAGREES"
+    return {**point, "status": status, "simrd": simrd}
+
+
+def _series_key(row: dict) -> tuple:
+    return row["trace"], row["policy"]
+
+
+def _point_key(row: dict) -> tuple:
+    return row["trace"], row["policy"], row["budget"]
+
+
+def _table(
+    inv: evidence.Inventory,
+    name: str,
+    derived: list[dict],
+    text: str,
+    key: Callable[[dict], tuple],
+    skip_lines: int = 0,
+) -> tuple[int, list[Problem]]:
+    """A stated table (Parquet and Markdown) against the one derived from the records."""
+    base = inv.results / "tables" / name
+    try:
+        stated = holes.read_rows(base.with_suffix(".parquet"))
+        markdown = base.with_suffix(".md").read_text(encoding="utf-8")
+    except (UserError, OSError, UnicodeDecodeError) as exc:
+        return 1, [(f"tables/{name}", f"unreadable ({exc})")]
+    failures = _compare_rows(f"tables/{name}.parquet", stated, derived, key)
+    lines = list(zip(markdown.splitlines(), text.splitlines(), strict=False))[skip_lines:]
+    bad = next((i for i, (a, b) in enumerate(lines, skip_lines + 1) if a != b), None)
+    if bad is not None or len(markdown.splitlines()) != len(text.splitlines()):
+        where = f"tables/{name}.md" + (f" line {bad}" if bad else "")
+        failures.append((where, "differs from the table the records give"))
+    return len(stated), failures
+
+
+def _compare_rows(
+    name: str, stated: list[dict], derived: list[dict], key, where=None
+) -> list[Problem]:
+    """Stated rows against derived ones, matched by `key`; `where` names a row's key."""
+    where = where or (lambda k: f"{name} row {' × '.join(str(x) for x in k)}")
+    mine = {key(r): r for r in derived}
+    theirs = {key(r): r for r in stated}
+    failures = []
+    for k in sorted(set(mine) | set(theirs), key=str):
+        if k not in mine:
+            problem = "a row no current record gives"
+        elif k not in theirs:
+            problem = "missing a row the current records give"
+        else:
+            problem = diff(theirs[k], mine[k])
+        if problem:
+            failures.append((where(k), problem))
+    if len(stated) != len(theirs):
+        failures.append((name, f"{len(stated) - len(theirs)} duplicate rows"))
+    return failures
+
+
+def diff(stated: object, derived: object, said: str = "the table states") -> str | None:
+    """Where two JSON-like values first differ, as a phrase, or None."""
+    found = difference(stated, derived)
+    if found is None:
+        return None
+    path, a, b = found
+    return f"{path}: {said} {short(a)}, the records give {short(b)}"
+
+
+def difference(stated: object, derived: object, path: str = "") -> tuple | None:
+    """The first place where two JSON-like values differ: its path and both values."""
+    if isinstance(stated, dict) and isinstance(derived, dict):
+        for key in sorted(set(stated) | set(derived), key=str):
+            found = difference(stated.get(key), derived.get(key), f"{path}/{key}")
+            if found:
+                return found
+        return None
+    if isinstance(stated, list) and isinstance(derived, list) and len(stated) == len(derived):
+        for i, (a, b) in enumerate(zip(stated, derived, strict=True)):
+            found = difference(a, b, f"{path}/{i}")
+            if found:
+                return found
+        return None
+    if stated == derived and type(stated) is type(derived) or _same_number(stated, derived):
+        return None
+    return path or "/", stated, derived
+
+
+def _same_number(a: object, b: object) -> bool:
+    numbers = (int, float)
+    plain = not isinstance(a, bool) and not isinstance(b, bool)
+    return plain and isinstance(a, numbers) and isinstance(b, numbers) and a == b
+
+
+def short(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
