@@ -2,9 +2,10 @@
 
 State is a handful of dense arrays: scalars in `g`, per-storage fields as rows of `sv`, region
 bitsets as planes of `bits` (one row of words per storage). Regions (evicted neighbourhoods)
-are maintained incrementally exactly where simrd absorbs and rebuilds them, so the region
-compute values, and with them every score, equal simrd's. Functions take the few arrays they
-need: each array passed costs a reference-count update, which dominated earlier versions.
+are absorbed exactly where simrd absorbs them and rebuilt to the same values it rebuilds, so
+the region compute values, and with them every score, equal simrd's (see `defer` for the
+rebuilds done later than simrd's). Functions take the few arrays they need: each array
+passed costs a reference-count update, which dominated earlier versions.
 """
 
 from __future__ import annotations
@@ -40,14 +41,16 @@ MEM, CLOCK, MODEL_C, REMAT_C, PEAK = 0, 1, 2, 3, 4
 EVALS, EVICTIONS, EAGER, REMATS, DEPTH, MAX_DEPTH = 5, 6, 7, 8, 9, 10
 PEAK_PINNED, PEAK_PINNED_DEPTH, POOL_HEAD, POOL_TAIL, POOL_BYTES = 11, 12, 13, 14, 15
 LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 20, 21, 22
-N_NODES, N_EVICTED, FALLBACKS = 23, 24, 25
-N_SCALARS = 26
+N_NODES, N_EVICTED, FALLBACKS, N_DUE, N_LISTED = 23, 24, 25, 26, 27
+N_SCALARS = 28
 
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
 N_TENSORS, N_FWD, N_REV, MATERIAL, PINNED, IN_POOL = 9, 10, 11, 12, 13, 14
 FWD_COUNT, REV_COUNT = 15, 16  # storages in each region's interior (|e*| = their sum)
-N_FIELDS = 17
+FWD_DUE, REV_DUE = 17, 18  # the region's rebuild is deferred until it is read (see defer)
+LISTED, DUE_LIST = 19, 20  # storages that may owe a rebuild: flag, and the first N_LISTED ids
+N_FIELDS = 21
 
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
@@ -223,21 +226,94 @@ def absorb(p: int, s: int, forward: bool, sv: np.ndarray, bits: np.ndarray) -> N
 
 
 @njit(cache=True)
-def _rebuild_unpinned(bases, forward, sv, stor, flat, bits, stack) -> None:
-    """Rebuild the listed regions. A pinned storage is never scored, evicted or freed, so its
-    regions are never read: simrd maintains them, skipping them changes no decision."""
+def defer(bases, forward, g, sv) -> None:
+    """Mark the listed regions as owing the rebuild simrd does here; `settle` runs it later.
+
+    Most of these rebuilds are overwritten by another before anything reads them, and they
+    were most of the time of thrashing runs. A region is read only when its storage is scored,
+    evicted or absorbs an eviction, and it is settled just before. Rebuilt then, it gets the
+    value simrd's rebuild got: in between, nothing changed what a rebuild from scratch finds.
+    An eviction on its frontier would have made it absorb (a read); a computed storage of its
+    interior makes it owed again; the graph and the compute values change only in
+    `_create_outputs`, before which every owed region is settled. A pinned storage is never
+    scored, evicted or freed, so its regions are never read: simrd maintains them, skipping
+    them changes no decision.
+    """
+    due = FWD_DUE if forward else REV_DUE
     for w in range(len(bases)):
         word = bases[w]
         while word:
             base = w * 64 + _low_bit(word)
-            if not sv[PINNED, base]:
-                rebuild(base, forward, sv, stor, flat, bits, stack)
+            if not sv[PINNED, base] and not sv[due, base]:
+                sv[due, base] = 1
+                g[N_DUE] += 1
+                if not sv[LISTED, base]:
+                    sv[LISTED, base] = 1
+                    sv[DUE_LIST, g[N_LISTED]] = base
+                    g[N_LISTED] += 1
+            word &= word - _U1
+
+
+@njit(cache=True, inline="always")
+def settle(base, forward, g, sv, stor, flat, bits, stack) -> None:
+    """Rebuild base's region if a rebuild is owed (see defer)."""
+    due = FWD_DUE if forward else REV_DUE
+    if sv[due, base]:
+        sv[due, base] = 0
+        g[N_DUE] -= 1
+        rebuild(base, forward, sv, stor, flat, bits, stack)
+
+
+@njit(cache=True)
+def _settle_listed(bases, forward, g, sv, stor, flat, bits, stack) -> None:
+    for w in range(len(bases)):
+        word = bases[w]
+        while word:
+            settle(w * 64 + _low_bit(word), forward, g, sv, stor, flat, bits, stack)
             word &= word - _U1
 
 
 @njit(cache=True)
-def _rebuild_around(fresh, n_fresh, sv, stor, flat, bits, stack) -> None:
-    """Rebuild the regions of new material storages and of the regions that bordered them."""
+def _settle_all(g, sv, stor, flat, bits, stack) -> None:
+    """Settle every owed region: the graph or the compute values are about to change.
+
+    Owed regions are found through the list of storages deferred to since the last call, not
+    by a pass over all storages, which took most of the time of runs without evictions.
+    """
+    for i in range(g[N_LISTED]):
+        s = sv[DUE_LIST, i]
+        settle(s, True, g, sv, stor, flat, bits, stack)
+        settle(s, False, g, sv, stor, flat, bits, stack)
+        sv[LISTED, s] = 0
+    g[N_LISTED] = 0
+
+
+@njit(cache=True)
+def _settle_bordering(s, g, sv, stor, flat, bits, stack) -> None:
+    """Settle s's regions and the regions bordering s: its eviction is about to change them.
+
+    Every owed region's storage is listed: when the list is shorter than a row of bits, going
+    through it finds the owed bordering regions faster than going through s's frontiers.
+    """
+    if not g[N_DUE]:
+        return
+    settle(s, True, g, sv, stor, flat, bits, stack)
+    settle(s, False, g, sv, stor, flat, bits, stack)
+    if g[N_LISTED] < bits.shape[2]:
+        for i in range(g[N_LISTED]):
+            p = sv[DUE_LIST, i]
+            if _has(bits, REV_FR, s, p):
+                settle(p, True, g, sv, stor, flat, bits, stack)
+            if _has(bits, FWD_FR, s, p):
+                settle(p, False, g, sv, stor, flat, bits, stack)
+    else:
+        _settle_listed(bits[REV_FR, s, :], True, g, sv, stor, flat, bits, stack)
+        _settle_listed(bits[FWD_FR, s, :], False, g, sv, stor, flat, bits, stack)
+
+
+@njit(cache=True)
+def _rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, stack) -> None:
+    """Rebuild the regions of new material storages; owe one to the regions that bordered them."""
     affected = np.zeros(bits.shape[2], np.uint64)
     affected_rev = np.zeros(bits.shape[2], np.uint64)
     for i in range(n_fresh):
@@ -246,8 +322,8 @@ def _rebuild_around(fresh, n_fresh, sv, stor, flat, bits, stack) -> None:
         rebuild(s, False, sv, stor, flat, bits, stack)
         affected |= bits[REV_FR, s, :]
         affected_rev |= bits[FWD_FR, s, :]
-    _rebuild_unpinned(affected, True, sv, stor, flat, bits, stack)
-    _rebuild_unpinned(affected_rev, False, sv, stor, flat, bits, stack)
+    defer(affected, True, g, sv)
+    defer(affected_rev, False, g, sv)
 
 
 # ---------------------------------------------------------------- equivalence classes
@@ -343,7 +419,45 @@ def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -
 
 
 @njit(cache=True, inline="always")
-def _scan(policy, params, rank, n_locked, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+def _owes(s: int, g: np.ndarray, sv: np.ndarray) -> bool:
+    # The count first: it stays in cache, and policies without regions never owe.
+    return g[N_DUE] != 0 and (sv[FWD_DUE, s] != 0 or sv[REV_DUE, s] != 0)
+
+
+@njit(cache=True)
+def _settle_scored(policy, s, g, sv, stor, flat, bits, stack) -> None:
+    """Settle the regions that `policy` reads in s's score (MSPS reads the reverse one only).
+
+    Called only for a storage that owes (`_owes`): a call in a scan's loop, even one not
+    taken, made scans of every policy several times slower.
+    """
+    if policy != MSPS:
+        settle(s, True, g, sv, stor, flat, bits, stack)
+    settle(s, False, g, sv, stor, flat, bits, stack)
+
+
+@njit(cache=True)
+def _outscored(s, clock, best, g, sv, stor, flat, bits, stack) -> bool:
+    """Whether s's DTR score exceeds `best` whatever its owed regions hold; else settle them.
+
+    An owed region adds a non-negative compute to e*, and correctly rounded division is
+    monotonic, so the score without the owed regions bounds it from below. When that bound
+    already exceeds `best`, s is neither the minimum nor zero and its regions can stay owed.
+    """
+    known = sv[COMPUTE, s]
+    if not sv[FWD_DUE, s]:
+        known += sv[FWD_C, s]
+    if not sv[REV_DUE, s]:
+        known += sv[REV_C, s]
+    if _over_size_staleness(known, stor[S_SIZE, s], clock - sv[LAST, s]) > best:
+        return True
+    settle(s, True, g, sv, stor, flat, bits, stack)
+    settle(s, False, g, sv, stor, flat, bits, stack)
+    return False
+
+
+@njit(cache=True, inline="always")
+def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf) -> int:
     """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero.
 
     Storages ranked below `n_locked` are not candidates (-1 if nothing else is in the pool).
@@ -356,9 +470,15 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, scratch, uf_parent,
             s = sv[NEXT, s]
             continue
         g[EVALS] += 1
+        if _owes(s, g, sv):
+            if policy != DTR:
+                _settle_scored(policy, s, g, sv, stor, flat, bits, scratch)
+            elif _outscored(s, clock, best, g, sv, stor, flat, bits, scratch):
+                s = sv[NEXT, s]
+                continue
         class_value = 0
         if policy == DTR_EQCLASS:
-            class_value = class_compute(s, sv, stor, flat, scratch, uf_parent, uf_value)
+            class_value = class_compute(s, sv, stor, flat, scratch, uf[0], uf[1])
         cost = score(policy, s, clock, class_value, params, sv, stor)
         if cost <= best:
             best, best_s = cost, s
@@ -369,36 +489,34 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, scratch, uf_parent,
 
 
 @njit(cache=True)
-def choose(rule, request, budget, g, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
+def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
     """The storage the policy evicts; each policy gets its own inlined scan, its branch folded."""
     policy, params, rank = rule
     if policy == TWO_PHASE:
-        return _choose_covering(params, request, budget, g, sv, stor)
+        return _choose_covering(params, request, budget, g, sv, stor, flat, bits, scratch)
     if policy == TCONTROL:
-        return _choose_uncentral(
-            params, rank, budget, g, sv, stor, flat, scratch, uf_parent, uf_value
-        )
+        return _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf)
     if policy == DTR:
-        return _scan(DTR, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == DTR_EQCLASS:
-        return _scan(DTR_EQCLASS, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR_EQCLASS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == DTR_LOCAL:
-        return _scan(DTR_LOCAL, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(DTR_LOCAL, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == MSPS:
-        return _scan(MSPS, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(MSPS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == LRU:
-        return _scan(LRU, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(LRU, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == NBHD_PENALTY:
-        return _scan(NBHD_PENALTY, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(NBHD_PENALTY, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == HE_STAR:
-        return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     if policy == COST_STALE:
-        return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
-    return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+    return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
 
 
 @njit(cache=True)
-def _choose_uncentral(params, rank, budget, g, sv, stor, flat, scratch, uf_parent, uf_value):
+def _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf):
     """TControlInspired: DTR's choice among storages outside the ⌈K·N⌉ most central, where
     K = alpha · residual / budget + floor; the whole pool when all of it is locked."""
     alpha, floor = params[0], params[1]
@@ -409,10 +527,10 @@ def _choose_uncentral(params, rank, budget, g, sv, stor, flat, scratch, uf_paren
     residual = max(budget - g[MEM], 0)
     share = alpha * residual / budget if budget > 0 else 0.0
     n_locked = math.ceil((share + floor) * len(rank))
-    best = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, scratch, uf_parent, uf_value)
+    best = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf)
     if best < 0:
         g[FALLBACKS] += 1
-        best = _scan(DTR, params, rank, 0, g, sv, stor, flat, scratch, uf_parent, uf_value)
+        best = _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     return best
 
 
@@ -427,7 +545,7 @@ def _before(a_cost, a_size, a_root, b_cost, b_size, b_root) -> bool:
 
 
 @njit(cache=True)
-def _choose_covering(params, request, budget, g, sv, stor) -> int:
+def _choose_covering(params, request, budget, g, sv, stor, flat, bits, stack) -> int:
     """TwoPhase: among storages big enough to cover the shortfall (else the k largest), the
     lowest e*/staleness. Whether a storage covers the shortfall is a threshold on the budget
     (size >= memory + request - budget); each one narrows the certified interval."""
@@ -440,6 +558,8 @@ def _choose_covering(params, request, budget, g, sv, stor) -> int:
         if stor[S_SIZE, s] >= need:
             g[LO] = max(g[LO], threshold)
             g[EVALS] += 1
+            if _owes(s, g, sv):
+                _settle_scored(TWO_PHASE, s, g, sv, stor, flat, bits, stack)
             cost = _ratio(sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s], clock - sv[LAST, s])
             if best < 0 or _before(
                 cost,
@@ -455,11 +575,11 @@ def _choose_covering(params, request, budget, g, sv, stor) -> int:
         s = sv[NEXT, s]
     if best >= 0:
         return best
-    return _lowest_of_largest(int(params[0]), clock, g, sv, stor)
+    return _lowest_of_largest(int(params[0]), clock, g, sv, stor, flat, bits, stack)
 
 
 @njit(cache=True)
-def _lowest_of_largest(k, clock, g, sv, stor) -> int:
+def _lowest_of_largest(k, clock, g, sv, stor, flat, bits, stack) -> int:
     """The lowest e*/staleness among the k largest pool storages (size, then root id)."""
     largest = np.full(max(min(k, sv.shape[1]), 1), -1, np.int64)
     s = g[POOL_HEAD]
@@ -478,6 +598,8 @@ def _lowest_of_largest(k, clock, g, sv, stor) -> int:
         if c < 0:
             break
         g[EVALS] += 1
+        if _owes(c, g, sv):
+            _settle_scored(TWO_PHASE, c, g, sv, stor, flat, bits, stack)
         cost = _ratio(sv[COMPUTE, c] + sv[FWD_C, c] + sv[REV_C, c], clock - sv[LAST, c])
         if best < 0 or _before(
             cost,
@@ -504,6 +626,8 @@ def _bigger(a: int, b: int, stor: np.ndarray) -> bool:
 @njit(cache=True)
 def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_parent, uf_value):
     """simrd's RuntimeV2Optimized._evict: free s, grow the regions and classes around it."""
+    if regions:
+        _settle_bordering(s, g, sv, stor, flat, bits, scratch)
     sv[MATERIAL, s] = 0
     g[MEM] -= stor[S_SIZE, s]
     pool_remove(g, sv, s, stor[S_SIZE, s])
@@ -564,7 +688,7 @@ def compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scra
     for i in range(n_fresh):
         pool_add(g, sv, fresh[i], stor[S_SIZE, fresh[i]])
     if regions:
-        _rebuild_around(fresh, n_fresh, sv, stor, flat, bits, scratch)
+        _rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, scratch)
     for i in range(n_fresh):
         # A computed storage leaves its class's value, not the class.
         node = sv[NODE, fresh[i]]
@@ -688,7 +812,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                 if g[POOL_HEAD] < 0:
                     _fail(g, op, request, g[MEM] + request - budget)
                     return OOM, log, uf
-                victim = choose(rule, request, budget, g, sv, stor, flat, scratch, uf[0], uf[1])
+                victim = choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf)
                 if not _evictable(victim, sv):
                     return INVALID_CHOICE, log, uf
                 log = _grown(log, g[N_EVICTED] + 1)
@@ -753,6 +877,7 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
         if kind == COMPUTE_CMD:
             first, last = ops[OP_OUT, arg], ops[OP_OUT, arg + 1]
             uf = _room_for_class(uf, g, eqclass, last - first)
+            _settle_all(g, sv, stor, flat, bits, scratch)
             _create_outputs(arg, eqclass, g, sv, ops, tens, flat, uf)
             status, log, uf = materialize(
                 L, st, first, False, budget, rule, remat_limit, regions, eqclass, work, uf
