@@ -161,31 +161,22 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_gather)
 
     p = sub.add_parser("holes", help="count feasibility holes per trace and policy")
-    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    _add_table(p, "holes")
     p.add_argument("--edges", type=Path, nargs="*", default=[], help="edges job outputs")
     p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
-    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
-    p.add_argument("--out", type=Path, required=True, help="holes table (Parquet)")
-    p.add_argument("--markdown", type=Path, required=True, help="holes table (Markdown)")
     p.set_defaults(run=_holes)
 
     p = sub.add_parser("compare", help="each policy against DTR: hypotheses H1, H2, H3")
-    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
-    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
-    p.add_argument("--out", type=Path, required=True, help="comparison table (Parquet)")
-    p.add_argument("--markdown", type=Path, required=True, help="comparison table (Markdown)")
+    _add_table(p, "comparison")
     p.set_defaults(run=_compare)
 
     p = sub.add_parser("crosscheck", help="replay region points with unmodified simrd")
-    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    _add_table(p, "cross-check")
     p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
     p.add_argument("--baselines", type=Path, nargs="+", required=True, help="baseline JSONs")
-    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
     p.add_argument("--simrd", default=None, help="simrd checkout or archive (none: not run)")
     p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
     p.add_argument("--results", type=Path, required=True, help="results directory")
-    p.add_argument("--out", type=Path, required=True, help="cross-check table (Parquet)")
-    p.add_argument("--markdown", type=Path, required=True, help="cross-check table (Markdown)")
     _add_sheet(p)
     p.set_defaults(run=_crosscheck)
 
@@ -203,6 +194,14 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="render: the JSON file to write")
     p.add_argument("--version", help="render: the version id the protocol must have")
     p.set_defaults(run=_protocol)
+
+
+def _add_table(p: argparse.ArgumentParser, what: str) -> None:
+    """The arguments of a table command: what it reads and the two files it writes."""
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--protocol", type=Path, required=True, help="the rendered protocol (JSON)")
+    p.add_argument("--out", type=Path, required=True, help=f"{what} table (Parquet)")
+    p.add_argument("--markdown", type=Path, required=True, help=f"{what} table (Markdown)")
 
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:
