@@ -9,7 +9,9 @@ import pytest
 from dtrholes.compare import compare, markdown
 
 
-def rows(policy: str, outcomes: str, overheads=None, trace: str = "t") -> list[dict]:
+def rows(
+    policy: str, outcomes: str, overheads=None, trace: str = "t", version: str = "v2"
+) -> list[dict]:
     """Records at budgets 10, 20, ...: o ok, x oom, t thrashed, - timeout."""
     names = {"o": "ok", "x": "oom", "t": "thrashed", "-": None}
     overheads = overheads or [2.0] * len(outcomes)
@@ -23,13 +25,15 @@ def rows(policy: str, outcomes: str, overheads=None, trace: str = "t") -> list[d
             "status": "timeout" if o == "-" else "complete",
             "outcome": names[o],
             "overhead": overheads[i] if o == "o" else None,
+            "protocol_version": version,
+            "amendments": [f"amend-{policy}"],
         }
         for i, o in enumerate(outcomes)
     ]
 
 
 def verdicts(dtr: list[dict], other: list[dict]) -> dict:
-    (row,) = compare(dtr + other, {"t": "confirmatory"})
+    (row,) = compare(dtr + other, {"t": "confirmatory"}, "v2")
     return row
 
 
@@ -64,10 +68,18 @@ def test_timeouts_make_a_verdict_unresolved_only_when_they_could_flip_it() -> No
 
 
 def test_dtr_itself_and_traces_without_dtr_are_not_compared() -> None:
-    assert compare(rows("dtr", "xo") + rows("p", "xo", trace="u"), {}) == []
+    assert compare(rows("dtr", "xo") + rows("p", "xo", trace="u"), {}, "v2") == []
 
 
 def test_markdown_lists_every_row() -> None:
     table = [verdicts(rows("dtr", "xoxo"), rows("p", "xooo"))]
     text = markdown(table, "abc")
     assert "abc" in text and "| t | confirmatory | p | holds (0 / 1)" in text
+
+
+def test_rows_name_their_protocol_versions_and_mark_older_ones() -> None:
+    row = verdicts(rows("dtr", "xo", version="v1"), rows("p", "xo"))
+    assert row["protocol_versions"] == "v1,v2" and row["older_protocol"]
+    assert row["amendments"] == "amend-dtr,amend-p"
+    assert "| t † | confirmatory | p |" in markdown([row], "v2")
+    assert not verdicts(rows("dtr", "xo"), rows("p", "xo"))["older_protocol"]

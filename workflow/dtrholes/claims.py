@@ -155,7 +155,7 @@ def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem
 
 
 def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    derived = compare.compare(rows, compare.roles(inv.rendered))
+    derived = compare.compare(rows, compare.roles(inv.rendered), inv.rendered["version"])
     text = compare.markdown(derived, inv.rendered["version"])
     return _table(inv, "comparison", derived, text, _series_key)
 

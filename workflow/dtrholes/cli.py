@@ -376,7 +376,9 @@ def _holes(args: argparse.Namespace) -> None:
 
 def _compare(args: argparse.Namespace) -> None:
     rendered = stages.read_output(args.protocol)
-    table = compare.compare(holes.read_rows(args.records), compare.roles(rendered))
+    table = compare.compare(
+        holes.read_rows(args.records), compare.roles(rendered), rendered["version"]
+    )
     write_table(pa.Table.from_pylist(table, schema=compare.SCHEMA), args.out)
     args.markdown.write_text(compare.markdown(table, rendered["version"]), encoding="utf-8")
     print(f"{len(table)} comparisons")

@@ -81,8 +81,9 @@ def roles(rendered: dict) -> dict[str, str]:
     return {t: role for role, ts in rendered["parameters"]["traces"].items() for t in ts}
 
 
-def compare(rows: list[dict], roles: dict[str, str]) -> list[dict]:
-    """One comparison row per trace × policy other than DTR, from the sampled records."""
+def compare(rows: list[dict], roles: dict[str, str], version: str) -> list[dict]:
+    """One comparison row per trace × policy other than DTR, from the sampled records, labelled
+    with the protocol versions they ran under (`version`: the current one)."""
     series: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
     for row in rows:
         if row["stage"] in SAMPLED:
@@ -106,6 +107,7 @@ def compare(rows: list[dict], roles: dict[str, str]) -> list[dict]:
                 "h3": third.verdict,
                 "h3_stable_from": third.policy_value,
                 "h3_dtr_stable_from": third.dtr_value,
+                **holes.protocol_labels(mine + theirs, version),
             }
         )
     return table
@@ -126,6 +128,7 @@ SCHEMA = pa.schema(
         ("h3", pa.string()),
         ("h3_stable_from", pa.int64()),
         ("h3_dtr_stable_from", pa.int64()),
+        *holes.LABEL_FIELDS,
     ]
 )
 
@@ -134,7 +137,8 @@ def markdown(table: list[dict], version: str) -> str:
     lines = [
         f"Policies against DTR (protocol version {version}). H1: no more failing budgets above "
         "first success; H2: geometric-mean overhead ratio over budgets where both complete "
-        f"≤ {H2_LIMIT}; H3: stable from a budget no higher than DTR's.",
+        f"≤ {H2_LIMIT}; H3: stable from a budget no higher than DTR's. Rows marked † hold runs "
+        "recorded under an older protocol version.",
         "",
         "| trace | role | policy | H1 (failing above: policy / DTR) | H2 (geomean, budgets, worst) "
         "| H3 (stable from: policy / DTR) |",
@@ -147,7 +151,7 @@ def markdown(table: list[dict], version: str) -> str:
             else "no common budget"
         )
         lines.append(
-            f"| {r['trace']} | {r['role']} | {r['policy']} "
+            f"| {r['trace']}{' †' if r['older_protocol'] else ''} | {r['role']} | {r['policy']} "
             f"| {r['h1']} ({r['h1_failing_above']} / {r['h1_dtr_failing_above']}) "
             f"| {r['h2']} ({h2_numbers}) "
             f"| {r['h3']} ({_bytes(r['h3_stable_from'])} / {_bytes(r['h3_dtr_stable_from'])}) |"

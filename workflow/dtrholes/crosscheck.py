@@ -291,6 +291,7 @@ SCHEMA = pa.schema(
         ("evictions", pa.int64()),
         ("simrd_evictions", pa.int64()),
         ("simrd_wall_s", pa.float64()),
+        ("protocol_version", pa.string()),  # of our record of the point
     ]
 )
 
@@ -308,6 +309,7 @@ def table_rows(checked: list[dict]) -> list[dict]:
         rows.append(
             {
                 **{k: c[k] for k in ("trace", "policy", "budget", "ratio", "status")},
+                "protocol_version": c["protocol_version"],
                 **{k: c["ours"][k] for k in ("outcome", "clock", "evictions")},
                 **{f"simrd_{k}": simrd.get(k) for k in ("outcome", "clock", "evictions")},
                 "simrd_wall_s": simrd.get("wall_s"),
@@ -325,8 +327,8 @@ def markdown(rows: list[dict], source: str | None) -> str:
     lines = [
         head,
         "",
-        "| trace | policy | budget (bytes) | ratio | ours | simrd | status |",
-        "|---|---|---|---|---|---|---|",
+        "| trace | policy | budget (bytes) | ratio | ours | simrd | status | our protocol |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ours = f"{r['outcome']}, clock {r['clock']:,}, {r['evictions']:,} evictions"
@@ -338,6 +340,6 @@ def markdown(rows: list[dict], source: str | None) -> str:
             )
         lines.append(
             f"| {r['trace']} | {r['policy']} | {r['budget']:,} | {r['ratio']} | {ours} "
-            f"| {theirs} | {r['status']} |"
+            f"| {theirs} | {r['status']} | {r['protocol_version']} |"
         )
     return "\n".join(lines) + "\n"

@@ -164,7 +164,6 @@ def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> di
     summary = summarise([Sample(r["budget"], r["ratio"], _outcome(r)) for r in sampled])
     edges = evidence.edges.get(key, [])
     repeats = evidence.repeats.get(key, [])
-    versions = sorted({r["protocol_version"] for r in rows if r["protocol_version"]})
     return {
         "trace": key[0],
         "policy": key[1],
@@ -173,10 +172,26 @@ def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> di
         "edges_unresolved": sum(not e["resolved"] for e in edges),
         "regions_confirmed": sum(r["confirmed"] for r in repeats),
         "repeat_disagreements": sum(len(p["disagree"]) for r in repeats for p in r["points"]),
+        **protocol_labels(rows, evidence.protocol_version),
+    }
+
+
+def protocol_labels(rows: list[dict], current: str) -> dict:
+    """Which protocol versions and amendments a table row's records ran under, and whether
+    any of them is older than `current`."""
+    versions = sorted({r["protocol_version"] for r in rows if r["protocol_version"]})
+    return {
         "protocol_versions": ",".join(versions),
-        "older_protocol": any(v != evidence.protocol_version for v in versions),
+        "older_protocol": any(v != current for v in versions),
         "amendments": ",".join(sorted({a for r in rows for a in r["amendments"]})),
     }
+
+
+LABEL_FIELDS = [
+    ("protocol_versions", pa.string()),
+    ("older_protocol", pa.bool_()),
+    ("amendments", pa.string()),
+]
 
 
 def _outcome(row: dict) -> str:
@@ -208,9 +223,7 @@ SCHEMA = pa.schema(
         ("edges_unresolved", pa.int64()),
         ("regions_confirmed", pa.int64()),
         ("repeat_disagreements", pa.int64()),
-        ("protocol_versions", pa.string()),
-        ("older_protocol", pa.bool_()),
-        ("amendments", pa.string()),
+        *LABEL_FIELDS,
     ]
 )
 

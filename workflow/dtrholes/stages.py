@@ -217,6 +217,7 @@ def crosscheck_points(
                     "ratio": row["ratio"],
                     "cap": row["overhead_cap"],
                     "model_compute": model_compute[trace],
+                    "protocol_version": row["protocol_version"],
                     "ours": {k: row[k] for k in crosscheck.COMPARED},
                 }
             )
