@@ -45,18 +45,18 @@ def repeat_spec(wildcards):
 
 
 def stage_points(stage, trace):
-    params = plan.parameters(json.loads(spec(stage, POLICIES[0])))
+    """The points a sampling stage asks for on a trace (Stage B: after the trace's plan)."""
     if stage == "A":
-        return plan.stage_a_points(params, trace)
+        return plan.stage_a_points(PARAMS, trace)
     if stage == "C":
         return (
-            plan.stage_c_points(params, SHEET.index(trace))
+            plan.stage_c_points(PARAMS, SHEET.index(trace))
             if "stage_c" in PARAMS
             else []
         )
     refine = checkpoints.plan_refinement.get(trace=trace).output[0]
     intervals = stages.read_output(refine)["intervals"]
-    return plan.stage_b_points(params, [[i["low"], i["high"]] for i in intervals])
+    return plan.stage_b_points(PARAMS, [[i["low"], i["high"]] for i in intervals])
 
 
 def stage_outputs(stage, trace, policy):
