@@ -1,7 +1,8 @@
 """A pure-function replay of DTR training traces that makes exactly simrd's eviction decisions."""
 
-from simulator.api import budget_for, peak_memory, simulate
+from simulator.api import budget_for, peak_memory, simulate, simulate_events
 from simulator.errors import PolicyError, TraceError, UserError
+from simulator.events import Events
 from simulator.policies import POLICIES, get_policy
 from simulator.result import Failure, Result
 from simulator.trace import Trace, parse_trace, read_archive_member, read_trace
@@ -9,6 +10,7 @@ from simulator.trace import Trace, parse_trace, read_archive_member, read_trace
 __all__ = [
     "POLICIES",
     "Failure",
+    "Events",
     "PolicyError",
     "Result",
     "Trace",
@@ -21,4 +23,5 @@ __all__ = [
     "read_archive_member",
     "read_trace",
     "simulate",
+    "simulate_events",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from simulator import centrality as central
 from simulator import kernel
 from simulator.errors import UserError
+from simulator.events import Events
 from simulator.layout import S_ROOT, Layout, build_layout
 from simulator.policies import Policy, get_policy
 from simulator.result import OK, OOM, THRASHED, Failure, Result
@@ -32,37 +34,90 @@ def simulate(
     params: dict[str, float] | None = None,
     overhead_cap: float | None = None,
     centrality: np.ndarray | None = None,
+    retain: Iterable[str] = (),
 ) -> Result:
     """Replay `trace` under `budget` bytes with an eviction policy, as simrd's eager runtime would.
 
     `overhead_cap` stops a run as `thrashed` once rematerialization compute exceeds
     model_compute × (cap − 1), checked where simrd checks `remat_limit`. `centrality`: the
     storages' betweenness for policies that read it, when already computed (else computed).
+    `retain`: storages (by root tensor name) never offered to the policy as eviction
+    candidates, an intervention; with none retained the replay is simrd's.
     """
+    options = (policy, params, overhead_cap, centrality, retain)
+    return _replay(trace, budget, *options, record=False, window=(0, -1))[0]
+
+
+def simulate_events(
+    trace: Trace,
+    budget: int,
+    policy: str = "dtr",
+    params: dict[str, float] | None = None,
+    overhead_cap: float | None = None,
+    centrality: np.ndarray | None = None,
+    retain: Iterable[str] = (),
+    candidates: tuple[int, int] | None = None,
+) -> tuple[Result, Events]:
+    """`simulate`, and the replay's events; decisions at steps `candidates[0]` to
+    `candidates[1]` (schedule indices of the operators run, inclusive) list every candidate
+    with its score components."""
+    window = (0, -1)
+    if candidates is not None:
+        window = tuple(_whole(op, "operator window", "an operator index") for op in candidates)
+    options = (policy, params, overhead_cap, centrality, retain)
+    return _replay(trace, budget, *options, record=True, window=window)
+
+
+def _replay(trace, budget, policy, params, cap, centrality, retain, record, window):
     budget = _whole(budget, "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}")
-    if overhead_cap is not None and not (_is_number(overhead_cap) and overhead_cap >= 1):
-        raise UserError("overhead cap", "a number >= 1", repr(overhead_cap))
+    if cap is not None and not (_is_number(cap) and cap >= 1):
+        raise UserError("overhead cap", "a number >= 1", repr(cap))
     chosen = get_policy(policy)
     resolved = chosen.resolve(params)
-    limit = math.inf if overhead_cap is None else trace.model_compute * (overhead_cap - 1)
+    limit = math.inf if cap is None else trace.model_compute * (cap - 1)
     layout = _layout(trace)
     state = kernel.new_state(layout, chosen.regions)
+    state.g[kernel.EV_ON] = record
+    state.g[kernel.EV_FIRST_OP], state.g[kernel.EV_LAST_OP] = window
     values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
-    rule = (chosen.rule, values, _ranks(trace, chosen, dict(resolved), centrality))
-    status, log = kernel.replay(
-        layout, state, budget, rule, float(limit), chosen.regions, chosen.eqclass
+    ranks = _ranks(trace, chosen, dict(resolved), centrality)
+    ranks[_storages(trace, retain)] = -1
+    status, log, rows = kernel.replay(
+        layout,
+        state,
+        budget,
+        (chosen.rule, values, ranks),
+        float(limit),
+        chosen.regions,
+        chosen.eqclass,
     )
     if status == kernel.INVALID_CHOICE:
         raise AssertionError(f"policy {chosen.name} chose a storage outside the evictable pool")
-    return _result(trace, layout, state, status, log, budget, chosen.name, resolved, overhead_cap)
+    result = _result(trace, layout, state, status, log, budget, chosen.name, resolved, cap)
+    return result, Events(rows, _storage_names(trace), trace.tensor_names)
 
 
 def _ranks(trace: Trace, policy: Policy, params: dict, given: np.ndarray | None) -> np.ndarray:
-    """Storages' centrality ranks for policies that can lock by them, else all zero."""
+    """Storages' centrality ranks for policies that can lock by them, else all zero (a copy)."""
     if policy.centrality and (params["alpha"] or params["floor"]):
         values = central.betweenness(trace, int(params["seed"])) if given is None else given
         return central.ranks(values)
     return np.zeros(_layout(trace).stor.shape[1] - 1, dtype=np.int64)
+
+
+@lru_cache(maxsize=16)
+def _storage_names(trace: Trace) -> tuple[str, ...]:
+    return tuple(trace.tensor_names[t] for t in _layout(trace).stor[S_ROOT][:-1])
+
+
+def _storages(trace: Trace, names: Iterable[str]) -> list[int]:
+    """Storage ids by root tensor name; an unknown name is a UserError."""
+    names = list(names)
+    index = {name: s for s, name in enumerate(_storage_names(trace))}
+    missing = [name for name in names if name not in index]
+    if missing:
+        raise UserError("retain", "storages named by their root tensor", repr(missing[0]))
+    return [index[name] for name in names]
 
 
 def _result(trace, layout, state, status, log, budget, policy, params, cap) -> Result:

@@ -42,7 +42,8 @@ EVALS, EVICTIONS, EAGER, REMATS, DEPTH, MAX_DEPTH = 5, 6, 7, 8, 9, 10
 PEAK_PINNED, PEAK_PINNED_DEPTH, POOL_HEAD, POOL_TAIL, POOL_BYTES = 11, 12, 13, 14, 15
 LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 20, 21, 22
 N_NODES, N_EVICTED, FALLBACKS, N_DUE, N_LISTED = 23, 24, 25, 26, 27
-N_SCALARS = 28
+EV_ON, EV_N, EV_FIRST_OP, EV_LAST_OP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
+N_SCALARS = 34
 
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
@@ -58,6 +59,10 @@ FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
 RUNNING, DONE, OOM, THRASHED, INVALID_CHOICE = 0, 1, 2, 3, 4
 COMPUTE_CMD, GET_CMD, PIN_CMD = 0, 1, 2  # else RELEASE (see trace.py)
 NO_LIMIT = np.int64(2**62)
+
+# Event kinds, the first column of an event row (see events.py for the other columns)
+EV_ALLOC, EV_DECISION, EV_CANDIDATE, EV_EVICT, EV_REMAT, EV_REBUILT, EV_FREE, EV_FAIL = range(8)
+EV_COLS = 11  # kind, eight values, a kind's extra value, the step (see events.py)
 
 # Policy ids, one rule each (see policies.py for names and parameters)
 DTR, DTR_EQCLASS, DTR_LOCAL, MSPS, LRU, LARGEST_STORAGE = 0, 1, 2, 3, 4, 5
@@ -412,7 +417,7 @@ def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -
         return _over_size_staleness(e_star, size, staleness) * (1.0 + params[0] * count)
     if policy == HE_STAR:
         return float(sv[FWD_COUNT, s] + sv[REV_COUNT, s])
-    if policy == COST_STALE:
+    if policy in (COST_STALE, TWO_PHASE):
         return _ratio(e_star, staleness)
     # LARGEST_STORAGE
     return 1.0 / size if size > 0 else math.inf
@@ -492,8 +497,9 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf) 
 def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
     """The storage the policy evicts; each policy gets its own inlined scan, its branch folded."""
     policy, params, rank = rule
+    g[LOCKED] = 0
     if policy == TWO_PHASE:
-        return _choose_covering(params, request, budget, g, sv, stor, flat, bits, scratch)
+        return _choose_covering(params, rank, request, budget, g, sv, stor, flat, bits, scratch)
     if policy == TCONTROL:
         return _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf)
     if policy == DTR:
@@ -527,9 +533,11 @@ def _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf
     residual = max(budget - g[MEM], 0)
     share = alpha * residual / budget if budget > 0 else 0.0
     n_locked = math.ceil((share + floor) * len(rank))
+    g[LOCKED] = n_locked
     best = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf)
     if best < 0:
         g[FALLBACKS] += 1
+        g[LOCKED] = 0
         best = _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
     return best
 
@@ -545,22 +553,26 @@ def _before(a_cost, a_size, a_root, b_cost, b_size, b_root) -> bool:
 
 
 @njit(cache=True)
-def _choose_covering(params, request, budget, g, sv, stor, flat, bits, stack) -> int:
+def _choose_covering(params, rank, request, budget, g, sv, stor, flat, bits, stack) -> int:
     """TwoPhase: among storages big enough to cover the shortfall (else the k largest), the
     lowest e*/staleness. Whether a storage covers the shortfall is a threshold on the budget
-    (size >= memory + request - budget); each one narrows the certified interval."""
+    (size >= memory + request - budget); each one narrows the certified interval. Storages
+    ranked below 0 are retained: never candidates."""
     need = max(g[MEM] + request - budget, 1)
     clock = g[CLOCK]
     best, best_cost = -1, math.inf
     s = g[POOL_HEAD]
     while s >= 0:
+        if rank[s] < 0:
+            s = sv[NEXT, s]
+            continue
         threshold = g[MEM] + request - stor[S_SIZE, s]
         if stor[S_SIZE, s] >= need:
             g[LO] = max(g[LO], threshold)
             g[EVALS] += 1
             if _owes(s, g, sv):
                 _settle_scored(TWO_PHASE, s, g, sv, stor, flat, bits, stack)
-            cost = _ratio(sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s], clock - sv[LAST, s])
+            cost = score(TWO_PHASE, s, clock, 0, params, sv, stor)
             if best < 0 or _before(
                 cost,
                 stor[S_SIZE, s],
@@ -575,18 +587,18 @@ def _choose_covering(params, request, budget, g, sv, stor, flat, bits, stack) ->
         s = sv[NEXT, s]
     if best >= 0:
         return best
-    return _lowest_of_largest(int(params[0]), clock, g, sv, stor, flat, bits, stack)
+    return _lowest_of_largest(params, rank, clock, g, sv, stor, flat, bits, stack)
 
 
 @njit(cache=True)
-def _lowest_of_largest(k, clock, g, sv, stor, flat, bits, stack) -> int:
+def _lowest_of_largest(params, rank, clock, g, sv, stor, flat, bits, stack) -> int:
     """The lowest e*/staleness among the k largest pool storages (size, then root id)."""
-    largest = np.full(max(min(k, sv.shape[1]), 1), -1, np.int64)
+    largest = np.full(max(min(int(params[0]), sv.shape[1]), 1), -1, np.int64)
     s = g[POOL_HEAD]
     while s >= 0:
-        # Insert s into the sorted top-k, larger (then older) first.
+        # Insert s into the sorted top-k, larger (then older) first; retained ones never.
         i = len(largest) - 1
-        if largest[i] < 0 or _bigger(s, largest[i], stor):
+        if rank[s] >= 0 and (largest[i] < 0 or _bigger(s, largest[i], stor)):
             while i > 0 and (largest[i - 1] < 0 or _bigger(s, largest[i - 1], stor)):
                 largest[i] = largest[i - 1]
                 i -= 1
@@ -600,7 +612,7 @@ def _lowest_of_largest(k, clock, g, sv, stor, flat, bits, stack) -> int:
         g[EVALS] += 1
         if _owes(c, g, sv):
             _settle_scored(TWO_PHASE, c, g, sv, stor, flat, bits, stack)
-        cost = _ratio(sv[COMPUTE, c] + sv[FWD_C, c] + sv[REV_C, c], clock - sv[LAST, c])
+        cost = score(TWO_PHASE, c, clock, 0, params, sv, stor)
         if best < 0 or _before(
             cost,
             stor[S_SIZE, c],
@@ -697,6 +709,73 @@ def compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scra
             sv[NODE, fresh[i]] = -1
 
 
+# ---------------------------------------------------------------- events (off unless g[EV_ON])
+
+
+@njit(cache=True)
+def _emit(ev, g, kind, op, a, b, c, d, e, f, x):
+    """Append one event row (values exact: every integer here is below 2**53), stamped with
+    the step (the operator the schedule is running); returns ev, reallocated when full."""
+    n = g[EV_N]
+    if n == ev.shape[0]:
+        grown = np.zeros((2 * n + 64, EV_COLS))
+        grown[:n] = ev[:n]
+        ev = grown
+    row = ev[n]
+    row[0], row[1], row[2], row[3], row[4] = kind, op, a, b, c
+    row[5], row[6], row[7], row[8], row[9], row[10] = d, e, f, x, 0, g[STEP]
+    g[EV_N] = n + 1
+    return ev
+
+
+@njit(cache=True)
+def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf):
+    """A decision's event (the chosen storage's score components, then the shortfall) and,
+    when the step is inside the window, before it every pool storage's components in pool order
+    (then whether the policy could choose it)."""
+    policy, params, rank = rule
+    scored = DTR if policy == TCONTROL else policy
+    decision = g[N_EVICTED]
+    if g[EV_FIRST_OP] <= g[STEP] <= g[EV_LAST_OP]:
+        s = g[POOL_HEAD]
+        while s >= 0:
+            ev = _note_candidate(
+                ev, scored, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf
+            )
+            ev[g[EV_N] - 1, 9] = rank[s] >= g[LOCKED]
+            s = sv[NEXT, s]
+    ev = _note_candidate(
+        ev, scored, params, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+    )
+    ev[g[EV_N] - 1, 0] = EV_DECISION
+    ev[g[EV_N] - 1, 9] = g[MEM] + request - budget
+    return ev
+
+
+@njit(cache=True)
+def _note_candidate(ev, policy, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf):
+    settle(s, True, g, sv, stor, flat, bits, scratch)
+    settle(s, False, g, sv, stor, flat, bits, scratch)
+    class_value = 0
+    if policy == DTR_EQCLASS:
+        class_value = class_compute(s, sv, stor, flat, scratch, uf[0], uf[1])
+    clock = g[CLOCK]
+    e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
+    return _emit(
+        ev,
+        g,
+        EV_CANDIDATE,
+        op,
+        decision,
+        s,
+        e_star,
+        stor[S_SIZE, s],
+        clock - sv[LAST, s],
+        sv[FWD_COUNT, s] + sv[REV_COUNT, s],
+        score(policy, s, clock, class_value, params, sv, stor),
+    )
+
+
 # ---------------------------------------------------------------- the replay
 
 
@@ -715,6 +794,25 @@ def _sample_pinned(g: np.ndarray) -> None:
     if pinned > g[PEAK_PINNED]:
         g[PEAK_PINNED] = pinned
         g[PEAK_PINNED_DEPTH] = g[DEPTH]
+
+
+@njit(cache=True)
+def _note_fail(ev, g, status):
+    if not g[EV_ON]:
+        return ev
+    return _emit(
+        ev,
+        g,
+        EV_FAIL,
+        g[FAIL_OP],
+        g[FAIL_REQ],
+        g[MEM],
+        g[FAIL_PINNED],
+        g[FAIL_DEPTH],
+        g[FAIL_OVER],
+        status,
+        0,
+    )
 
 
 @njit(cache=True)
@@ -765,14 +863,16 @@ def _room_for_class(uf, g: np.ndarray, eqclass: bool, more: int):
 def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, work, uf):
     """simrd's _materialize as an explicit stack machine (no recursion limit).
 
-    `work` = (frames, snap, log). Frame columns: tensor, remat flag, phase, first and end
-    index of its snapshot of undefined parents in `snap`, position in that snapshot.
-    Returns (status, log, uf), the last two possibly reallocated.
+    `work` = (frames, snap, log, events). Frame columns: tensor, remat flag, phase, first and
+    end index of its snapshot of undefined parents in `snap`, position in that snapshot.
+    Returns (status, work, uf), the last two possibly reallocated.
     """
     ops, tens, stor, flat = L.ops, L.tens, L.stor, L.flat
     g, sv, defined, bits, scratch = st
-    frames, snap, log = work
+    frames, snap, log, ev = work
     top = _enter(g, frames, 0, t0, remat0)
+    if remat0 and g[EV_ON]:
+        ev = _emit(ev, g, EV_REMAT, tens[T_OP, t0], t0, tens[T_STORAGE, t0], g[DEPTH], 0, 0, 0, 0)
     snap_top = 0
     while top:
         k = top - 1
@@ -801,38 +901,58 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
             else:
                 frames[k, 2] = 2
                 top = _enter(g, frames, top, snap[pos], True)
+                if g[EV_ON]:
+                    u = snap[pos]
+                    ev = _emit(
+                        ev, g, EV_REMAT, tens[T_OP, u], u, tens[T_STORAGE, u], g[DEPTH], 0, 0, 0, 0
+                    )
         elif phase == 2:
             lock(g, sv, stor, tens[T_STORAGE, snap[frames[k, 5]]])
             frames[k, 5] += 1
             frames[k, 2] = 1
         else:
             request = ops[OP_TOTAL, op]
+            remat = frames[k, 1] != 0
             _sample_pinned(g)
+            if g[EV_ON]:
+                pinned, short = g[MEM] - g[POOL_BYTES], g[MEM] + request - budget
+                ev = _emit(ev, g, EV_ALLOC, op, request, g[MEM], pinned, g[DEPTH], short, remat, 0)
             while not _fits(g, request, budget):
-                if g[POOL_HEAD] < 0:
+                # An empty pool, or one holding only retained storages: nothing to evict.
+                victim = -1
+                if g[POOL_HEAD] >= 0:
+                    victim = choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf)
+                if victim < 0:
                     _fail(g, op, request, g[MEM] + request - budget)
-                    return OOM, log, uf
-                victim = choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf)
+                    return OOM, (frames, snap, log, _note_fail(ev, g, OOM)), uf
                 if not _evictable(victim, sv):
-                    return INVALID_CHOICE, log, uf
+                    return INVALID_CHOICE, (frames, snap, log, ev), uf
+                if g[EV_ON]:
+                    ev = _note_decision(
+                        ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf
+                    )
                 log = _grown(log, g[N_EVICTED] + 1)
                 log[g[N_EVICTED]] = victim
                 g[N_EVICTED] += 1
                 g[EVICTIONS] += 1
                 uf = _room_for_class(uf, g, eqclass, 1)
                 evict(victim, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, *uf)
-            remat = frames[k, 1] != 0
+                if g[EV_ON]:
+                    size = stor[S_SIZE, victim]
+                    ev = _emit(ev, g, EV_EVICT, op, g[N_EVICTED] - 1, victim, size, g[MEM], 0, 0, 0)
             compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scratch, uf)
             for j in range(a0, a1):
                 unlock(g, sv, stor, tens[T_STORAGE, flat[j]])
+            if remat and g[EV_ON]:
+                ev = _emit(ev, g, EV_REBUILT, op, t, tens[T_STORAGE, t], g[DEPTH], 0, 0, 0, 0)
             if g[REMAT_C] > remat_limit:
                 _fail(g, op, request, g[MEM] - budget)
-                return THRASHED, log, uf
+                return THRASHED, (frames, snap, log, _note_fail(ev, g, THRASHED)), uf
             top -= 1
             snap_top = frames[k, 3]
             if frames[k, 1]:
                 g[DEPTH] -= 1
-    return RUNNING, log, uf
+    return RUNNING, (frames, snap, log, ev), uf
 
 
 @njit(cache=True)
@@ -857,10 +977,12 @@ def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
 
 @njit(cache=True)
 def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
-    """Replay the whole schedule; returns (status, eviction log) with counters in st.g.
+    """Replay the whole schedule; returns (status, eviction log, events) with counters in st.g.
 
-    `rule` = (policy id, float64 parameters in the policy's order, int64 centrality rank of
-    each storage: 0 = most central, read by TControlInspired only).
+    `rule` = (policy id, float64 parameters in the policy's order, int64 rank of each storage:
+    centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate).
+    Events are recorded when g[EV_ON] is set, with candidates at steps (the operators the
+    schedule runs, rematerializations aside) g[EV_FIRST_OP] to g[EV_LAST_OP].
     """
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st
@@ -868,6 +990,7 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
         np.zeros((tens.shape[1] + 1, 6), np.int64),
         np.zeros(len(flat) + 1, np.int64),
         np.zeros(1024, np.int64),
+        np.zeros((1024 if g[EV_ON] else 0, EV_COLS)),
     )
     n_nodes = 2 * sv.shape[1] + 16 if eqclass else 1
     uf = (np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64))
@@ -876,13 +999,13 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
         kind, arg = cmds[0, i], cmds[1, i]
         if kind == COMPUTE_CMD:
             first, last = ops[OP_OUT, arg], ops[OP_OUT, arg + 1]
+            g[STEP] = arg
             uf = _room_for_class(uf, g, eqclass, last - first)
             _settle_all(g, sv, stor, flat, bits, scratch)
             _create_outputs(arg, eqclass, g, sv, ops, tens, flat, uf)
-            status, log, uf = materialize(
+            status, work, uf = materialize(
                 L, st, first, False, budget, rule, remat_limit, regions, eqclass, work, uf
             )
-            work = (work[0], work[1], log)
             for t in range(first, last):
                 sv[LAST, tens[T_STORAGE, t]] = g[CLOCK]
         elif kind == GET_CMD:
@@ -890,10 +1013,9 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
         elif kind == PIN_CMD:
             s = tens[T_STORAGE, arg]
             if not defined[arg]:
-                status, log, uf = materialize(
+                status, work, uf = materialize(
                     L, st, arg, True, budget, rule, remat_limit, regions, eqclass, work, uf
                 )
-                work = (work[0], work[1], log)
             if status == RUNNING and not sv[PINNED, s]:
                 lock(g, sv, stor, s)
                 sv[PINNED, s] = 1
@@ -904,6 +1026,10 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
                 uf = _room_for_class(uf, g, eqclass, 1)
                 evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, *uf)
                 g[EAGER] += 1
+                if g[EV_ON]:
+                    ev = _emit(work[3], g, EV_FREE, g[STEP], i, s, stor[S_SIZE, s], g[MEM], 0, 0, 0)
+                    work = (work[0], work[1], work[2], ev)
         if status != RUNNING:
             break
-    return status if status != RUNNING else DONE, work[2][: g[N_EVICTED]]
+    status = status if status != RUNNING else DONE
+    return status, work[2][: g[N_EVICTED]], work[3][: g[EV_N]]

@@ -20,7 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from simulator import POLICIES, Result, Trace, budget_for, centrality, peak_memory, simulate
+from simulator import (
+    POLICIES,
+    Result,
+    Trace,
+    budget_for,
+    centrality,
+    peak_memory,
+    simulate,
+    simulate_events,
+)
 from tests.tracegen import call as _call
 from tests.tracegen import constant, random_trace_text, tiny_trace, trace_text
 from tests.tracegen import release as _release
@@ -215,6 +224,41 @@ def test_certified_interval_replays_the_same(policy: str) -> None:
         assert _replay(simulate(trace, lo, policy)) == _replay(result), f"{label} at {lo}"
         if hi is not None:
             assert _replay(simulate(trace, hi, policy)) == _replay(result), f"{label} at {hi}"
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_recording_events_changes_no_decision(policy: str) -> None:
+    # Listing every candidate settles regions a scan may leave owed: exact, so no decision moves.
+    for label, text, budget in _cases():
+        trace = tiny_trace(text)
+        plain = simulate(trace, budget, policy)
+        for window in (None, (0, trace.n_ops)):
+            result, events = simulate_events(trace, budget, policy, candidates=window)
+            assert result == plain, label
+            decisions = events.of("decision")
+            assert [d["storage"] for d in decisions][:50] == list(plain.first_evictions), label
+            assert len(events.of("evict")) == plain.evictions, label
+            assert len(events.of("free")) == plain.eager_frees, label
+            assert len(events.of("fail")) == (plain.failure is not None), label
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_retaining_nothing_is_the_plain_replay(policy: str) -> None:
+    for label, text, budget in _cases():
+        trace = tiny_trace(text)
+        assert simulate(trace, budget, policy, retain=[]) == simulate(trace, budget, policy), label
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_retained_storage_is_never_evicted(policy: str) -> None:
+    for label, text, budget in _cases():
+        trace = tiny_trace(text)
+        plain = simulate(trace, budget, policy)
+        if not plain.first_evictions:
+            continue
+        victim = plain.first_evictions[0]
+        _, events = simulate_events(trace, budget, policy, retain=[victim])
+        assert victim not in {e["storage"] for e in events.of("evict")}, label
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))

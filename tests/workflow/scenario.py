@@ -33,6 +33,7 @@ parameters:
   stage_c: {step: 0.0005, dense_below: 0.104, dense: 1, sparse: 1, seed: 20260927}
   confirmation: {repeats: 2, points: brackets, simrd: [dtr]}
   edges: {max_runs: 60}
+  explain: {top: 3}
 """
 
 CONFIG = """\
@@ -53,6 +54,7 @@ PLANNED = {
     "baseline_trace": 1,
     "compare_policies": 1,
     "crosscheck_simrd": 1,
+    "explain_regions": 2,
     "fetch_traces": 1,
     "find_edges": 2,
     "gather_records": 1,
@@ -62,7 +64,7 @@ PLANNED = {
     "repeat_regions": 2,
     "sweep_stage": 6,
     "tabulate_holes": 1,
-    "total": 21,
+    "total": 23,
 }
 
 

@@ -18,7 +18,9 @@ from dtrholes import (
     compare,
     crosscheck,
     edges,
+    explain,
     fetch,
+    figures,
     holes,
     plan,
     protocol,
@@ -30,6 +32,7 @@ from simulator import (
     Result,
     UserError,
     budget_for,
+    get_policy,
     peak_memory,
     simulate,
 )
@@ -85,6 +88,46 @@ def _simulate(args: argparse.Namespace) -> None:
     central = centrality.for_policy(trace, args.policy, params)
     result = simulate(trace, budget, args.policy, params, overhead_cap=args.cap, centrality=central)
     print(json.dumps(result.to_dict(), sort_keys=True) if args.json else _describe(result))
+
+
+def _add_explain(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="why a budget fails where another completes")
+    p.add_argument("--trace", required=True, help="trace name or .log path")
+    for run, what in (("ok", "completing"), ("fail", "failing")):
+        size = p.add_mutually_exclusive_group(required=True)
+        size.add_argument(f"--{run}", type=float, help=f"the {what} budget, a ratio of peak")
+        size.add_argument(f"--{run}-budget", type=int, help=f"the {what} budget in bytes")
+    p.add_argument("--policy", default="dtr", help="one of: " + ", ".join(POLICIES))
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--cap", type=float, default=None, help="overhead cap")
+    p.add_argument("--window", type=_window, help="FIRST:LAST steps the probe lists")
+    p.add_argument("--top", type=_count, default=explain.TOP, help="candidates per decision")
+    p.add_argument("--out", type=Path, help="directory for explain.json, .md and the figure")
+    p.set_defaults(run=_explain)
+
+
+def _window(text: str) -> tuple[int, int]:
+    first, sep, last = text.partition(":")
+    if not (sep and first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise argparse.ArgumentTypeError(f"expected FIRST:LAST step indices, found {text!r}")
+    return int(first), int(last)
+
+
+def _explain(args: argparse.Namespace) -> None:
+    trace = fetch.load_trace(args.trace, fetch.default_data_dir())
+    peak = peak_memory(trace)
+    ok, fail = (
+        budget if budget is not None else budget_for(trace, ratio, peak)
+        for ratio, budget in ((args.ok, args.ok_budget), (args.fail, args.fail_budget))
+    )
+    params = get_policy(args.policy).resolve(dict(args.param))
+    pair = explain.Pair(trace, args.policy, ok, fail, params, args.cap, peak)
+    found = explain.explain(pair, args.window, args.top)
+    if args.out is None:
+        print(explain.markdown(found), end="")
+    else:
+        _write_explanations([found], args.out)
+        print(f"wrote {args.out}/explain.json, explain.md, pair-0.png, pair-0.pdf")
 
 
 def _describe(r: Result) -> str:
@@ -145,6 +188,12 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
         _add_job(p)
         p.set_defaults(run=_edges if name == "edges" else _repeat)
+
+    p = sub.add_parser("explain-regions", help="explain every confirmed region's edge brackets")
+    p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
+    p.add_argument("--repeats", type=Path, required=True, help="the repeat job's output")
+    _add_job(p)
+    p.set_defaults(run=_explain_regions)
 
     p = sub.add_parser("edge", help="the exact byte where feasibility changes between budgets")
     p.add_argument("--trace", required=True, help="trace name or .log path")
@@ -359,6 +408,24 @@ def _repeat(args: argparse.Namespace) -> None:
                 )
 
 
+def _explain_regions(args: argparse.Namespace) -> None:
+    job = _job(args, "explain")
+    regions = json.loads(args.repeats.read_text(encoding="utf-8"))["regions"]
+    found = stages.explain_regions(job, stages.listed_records(args.jobs, job.records), regions)
+    _write_explanations(found, args.out)
+    print(f"{args.trace} {args.policy}: {len(found)} pairs explained")
+
+
+def _write_explanations(found: list[dict], out: Path) -> None:
+    """explain.json and explain.md in directory `out`, and a figure per pair."""
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(out / "explain.json", found)
+    text = "".join(explain.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
+    (out / "explain.md").write_text(text, encoding="utf-8")
+    for i, x in enumerate(found):
+        figures.explanation(x, out / f"pair-{i}")
+
+
 def _gather(args: argparse.Namespace) -> None:
     listed = stages.listed_records(args.jobs, args.results / "records")
     jobs = [os.path.relpath(p, args.results) for p in args.jobs]
@@ -436,6 +503,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtr-holes", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     _add_simulate(sub)
+    _add_explain(sub)
     _add_pipeline_steps(sub)
     _add_audit(sub)
     return p

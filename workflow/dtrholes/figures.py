@@ -146,3 +146,53 @@ def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, ou
     save(cliffs(rows, mine, peak, trace), out / f"cliffs-{trace}")
     save(zooms(rows, mine, peak, trace), out / f"zoom-{trace}")
     save(overheads(rows, trace), out / f"overhead-{trace}")
+
+
+def explanation(x: dict, stem: Path, rows: int = 18) -> list[Path]:
+    """One explained pair: the completing and the failing run side by side, one row per
+    decisive step of the probe window (the last `rows` of them), naming what each step evicted
+    and rematerialized; the retained storage in red, the failure marked."""
+    runs = ("ok", "fail")
+    by_step = {run: {s["step"]: s for s in x["probe"][run]["steps"]} for run in runs}
+    steps = sorted(set().union(*by_step.values()))[-rows:]
+    target = (x["retention"] or {}).get("storage")
+    fig, ax = plt.subplots(figsize=(11, 0.42 * len(steps) + 1.6))
+    for column, run in enumerate(runs):
+        for row, step in enumerate(steps):
+            cell = by_step[run].get(step)
+            if cell is not None:
+                _explanation_cell(ax, column, row, cell, target)
+    ax.set_xlim(-0.05, 2)
+    ax.set_ylim(len(steps) - 0.5, -0.5)
+    ax.set_yticks(range(len(steps)), [f"step {s}" for s in steps])
+    ax.set_xticks([0.45, 1.45], [_run_title(x[run], run) for run in runs])
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for side in ("right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    ax.axvline(0.97, color="#cccccc", lw=0.8)
+    fig.suptitle(
+        f"{x['trace']} · {x['policy']}: why {x['fail']['budget']:,} bytes fails where"
+        f" {x['ok']['budget']:,} completes (retained storage in red)",
+        fontsize=10,
+    )
+    return save(fig, stem)
+
+
+def _run_title(run: dict, name: str) -> str:
+    ratio = f" ({run['ratio']:.4f} of peak)" if run["ratio"] is not None else ""
+    label = "completes" if name == "ok" else run["outcome"].upper()
+    return f"{run['budget']:,} bytes{ratio}: {label}"
+
+
+def _explanation_cell(ax, column: int, row: int, cell: dict, target: str | None) -> None:
+    evicted = cell["evicted"]
+    text = "evicts " + ", ".join(evicted[:4]) + (" …" if len(evicted) > 4 else "")
+    text = text if evicted else ""
+    if cell["remats"]:
+        text += f"  · {cell['remats']} remats, depth {cell['depth']}"
+    if "failed" in cell:
+        f = cell["failed"]
+        text += f"  · {f['outcome'].upper()} at op {f['op']}, depth {f['depth']}"
+    colour = "#c0392b" if target in evicted or "failed" in cell else "black"
+    ax.text(column, row, text.strip(" ·"), va="center", fontsize=7.5, color=colour)

@@ -17,6 +17,7 @@ READS = {
     "B": ["stage_b/step", "limits"],
     "edge": ["edges", "limits"],
     "repeat": ["confirmation/repeats", "confirmation/points", "limits"],
+    "explain": ["explain", "limits"],
 }
 REFINE_READS = ["stage_a/ratios", "stage_b/triggers", "stage_b/overhead_change"]
 

@@ -1,4 +1,5 @@
-"""The pipeline's simulation stages: sweeps, refinement planning, exact edges and repeats."""
+"""The pipeline's simulation stages: sweeps, refinement planning, exact edges, repeats and
+explanations."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtrholes import crosscheck, edges, fetch, holes, plan, records, runner
+from dtrholes import crosscheck, edges, explain, fetch, holes, plan, records, runner
 from dtrholes.records import Request
-from simulator import Result, Trace, budget_for, get_policy
+from simulator import Result, Trace, UserError, budget_for, get_policy
 
 SAMPLED = ("A", "B", "C")  # the stages whose runs are the sampled series
 
@@ -116,11 +117,7 @@ def series(listed: list[dict]) -> list[holes.Sample]:
 
 def first_results(listed: list[dict]) -> dict[int, Result]:
     """Each sampled budget's Result, from its first complete record."""
-    found: dict[int, Result] = {}
-    for r in listed:
-        if r["stage"] in SAMPLED and r["status"] == "complete":
-            found.setdefault(r["budget"], Result.from_dict(r["result"]))
-    return found
+    return {budget: result for budget, (_, result) in _cited(listed).items()}
 
 
 def find_edges(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
@@ -186,6 +183,48 @@ def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]
             confirmed = all(not p["disagree"] for p in points)
             regions.append({**holes.region_dict(region), "points": points, "confirmed": confirmed})
     return regions, run_ids
+
+
+def explain_regions(job: Job, listed: list[dict], regions: list[dict]) -> list[dict]:
+    """Explain both edge brackets of every confirmed region (the completing sample below and the
+    first failing one; the last failing one and the completing sample above). Each explanation
+    cites the records of its two runs, and its replays must equal them."""
+    trace = job.loader()(job.trace)
+    request = job.request("explain", 0, None)
+    cited = _cited(listed)
+    found = []
+    for region in (r for r in regions if r["confirmed"]):
+        for ok, fail in (
+            (region["ok_below"], region["first_fail"]),
+            (region["ok_above"], region["last_fail"]),
+        ):
+            pair = explain.Pair(
+                trace,
+                job.policy,
+                ok,
+                fail,
+                request.params,
+                request.overhead_cap,
+                job.baseline["peak_memory"],
+            )
+            x = explain.explain(pair, top=job.params["explain"]["top"])
+            for run, budget in (("ok", ok), ("fail", fail)):
+                run_id, result = cited[budget]
+                if explain.summary(result, pair.peak) != x[run]:
+                    raise UserError(
+                        f"record {run_id}", "the replay of the recorded run", "a different run"
+                    )
+            found.append({**x, "cites": {"ok": cited[ok][0], "fail": cited[fail][0]}})
+    return found
+
+
+def _cited(listed: list[dict]) -> dict[int, tuple[str, Result]]:
+    """Each sampled budget's first complete record: its run id and Result."""
+    found: dict[int, tuple[str, Result]] = {}
+    for r in listed:
+        if r["stage"] in SAMPLED and r["status"] == "complete":
+            found.setdefault(r["budget"], (r["run_id"], Result.from_dict(r["result"])))
+    return found
 
 
 def crosscheck_points(

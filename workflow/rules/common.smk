@@ -44,6 +44,10 @@ def repeat_spec(wildcards):
     return spec("repeat", wildcards.policy)
 
 
+def explain_spec(wildcards):
+    return spec("explain", wildcards.policy)
+
+
 def stage_points(stage, trace):
     """The points a sampling stage asks for on a trace (Stage B: after the trace's plan)."""
     if stage == "A":
@@ -116,14 +120,14 @@ def refine_input(wildcards):
 
 
 # Per trace × policy stages and the protocol section that switches each on.
-SERIES_STAGES = {"edges": "edges", "repeats": "confirmation"}
+SERIES_STAGES = {"edges": "edges", "repeats": "confirmation", "explain": "explain"}
 
 
-def series_outputs(kind):
+def series_outputs(kind, suffix=".json"):
     """The outputs of one per trace × policy stage, if the protocol has that stage."""
     if SERIES_STAGES[kind] not in PARAMS:
         return []
-    return [f"results/{kind}/{t}/{p}.json" for t in TRACES for p in POLICIES]
+    return [f"results/{kind}/{t}/{p}{suffix}" for t in TRACES for p in POLICIES]
 
 
 def protocol_render():
@@ -143,6 +147,7 @@ def all_outputs():
         "results/audit/audit.md",
         protocol_render(),
         *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in TRACES),
+        *series_outputs("explain", suffix=""),
     ]
 
 

@@ -1,0 +1,69 @@
+"""The event stream and the retention intervention on hand-traced tiny traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import UserError, simulate, simulate_events
+from tests.unit.test_simulate import CHAIN, OOM_TEXT, TIE, _trace
+
+
+def test_tie_lists_both_candidates_and_the_later_wins() -> None:
+    # TIE (see test_simulate): d needs 10 bytes beyond 30 at clock 5; a and b both score 0.1.
+    result, events = simulate_events(_trace(TIE), 30, candidates=(0, 10))
+    (alloc,) = [e for e in events.of("alloc") if e["shortfall"] > 0]
+    assert (alloc["request"], alloc["memory"], alloc["shortfall"]) == (10, 30, 10)
+    candidates = events.of("candidate")
+    assert [(c["storage"], c["e_star"], c["size"], c["staleness"]) for c in candidates] == [
+        ("a", 2, 10, 2),
+        ("b", 1, 10, 1),
+    ]
+    assert [c["score"] for c in candidates] == [0.1, 0.1]
+    (decision,) = events.of("decision")
+    assert (decision["storage"], decision["score"], decision["shortfall"]) == ("b", 0.1, 10)
+    (evict,) = events.of("evict")
+    assert (evict["storage"], evict["size"], evict["memory"]) == ("b", 10, 20)
+    assert result == simulate(_trace(TIE), 30)
+
+
+def test_without_a_window_decisions_list_no_candidates() -> None:
+    _, events = simulate_events(_trace(TIE), 30)
+    assert not events.of("candidate")
+    assert len(events.of("decision")) == 1
+
+
+def test_chain_rematerializes_three_deep_and_rebuilds_innermost_first() -> None:
+    # CHAIN (see test_simulate): e = f(c) at step 5 recomputes c (depth 1), b (2), a (3).
+    _, events = simulate_events(_trace(CHAIN), 20)
+    remats = [(e["storage"], e["depth"], e["step"]) for e in events.of("remat")]
+    assert remats == [("c", 1, 5), ("b", 2, 5), ("a", 3, 5)]
+    rebuilt = [(e["storage"], e["depth"]) for e in events.of("rebuilt")]
+    assert rebuilt == [("a", 3), ("b", 2), ("c", 1)]
+    assert [e["storage"] for e in events.of("evict")] == ["c", "d", "a", "b"]
+    assert [e["storage"] for e in events.of("free")][:2] == ["a", "b"]
+
+
+def test_oom_event_names_the_failure() -> None:
+    # OOM_TEXT: b = f(a) asks 30 under 40; c goes, then 15 + 30 = 45 > 40 with an empty pool.
+    result, events = simulate_events(_trace(OOM_TEXT), 40)
+    (fail,) = events.of("fail")
+    assert (fail["op"], fail["request"], fail["memory"], fail["pinned"]) == (3, 30, 15, 15)
+    assert (fail["over_budget"], fail["outcome"]) == (5, "oom")
+    assert fail["over_budget"] == result.failure.over_budget
+
+
+def test_retaining_the_only_candidate_fails_before_any_eviction() -> None:
+    # With c retained the pool offers nothing: b fails at once, 25 + 30 - 40 = 15 over.
+    result = simulate(_trace(OOM_TEXT), 40, retain=["c"])
+    assert result.outcome == "oom" and result.evictions == 0
+    assert result.failure.over_budget == 15
+
+
+def test_retaining_an_unknown_storage_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="retain"):
+        simulate(_trace(CHAIN), 20, retain=["nope"])
+
+
+def test_a_bad_window_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="operator window"):
+        simulate_events(_trace(CHAIN), 20, candidates=(-1, 3))

@@ -1,0 +1,122 @@
+"""Explanations of a hole on a tiny trace whose mechanism is derived by hand below."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dtrholes import explain, figures
+from dtrholes.cli import main
+from simulator import UserError, peak_memory, simulate
+from tests.tracegen import random_trace_text, tiny_trace
+
+# Generated trace 193 (12 instructions). Operators: 0 the constant x1 (39 bytes), 1 x2 (77),
+# 2 x3/x4 (views of x2) and x5 (98), 3 x6 (40), x7 (95), x8 (79), 4 x10 (88) and x11 (0),
+# 5 x12, 6 x1 mutated into x1$, 7 x3$, 8 x13, 9 the constant x14 (59).
+# Step 3 needs 214 bytes on top of 214: both budgets evict x5 (decision 0). After it and the
+# free of x6, 290 bytes are in use, and step 4 asks for 88: 378 bytes fit a budget of 378 but
+# not of 377, which evicts x2 (decision 1). That is where the runs part: the completing run's
+# decision 1 is x2 at step 4, the failing run's is x8 at step 5 (op 2: recomputing x5).
+# The failing run then evicts x1$ at step 9 (e* = 0: the zero score stops the scan), which the
+# same step needs again: x1$ (depth 1) needs x10 (2), which needs x8 (3), which needs x2 (4).
+# Rebuilding x8 asks for 214 bytes with 175 pinned: 11 over a budget of 378, nothing left.
+# Never evicting x1$ keeps that cascade from starting, and the run completes.
+TRACE = tiny_trace(random_trace_text(193, 12))
+OK, FAIL = 377, 378
+
+
+@pytest.fixture(scope="module")
+def found() -> dict:
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    return json.loads(json.dumps(explain.explain(pair)))
+
+
+def test_divergence_is_the_one_byte_at_step_four(found: dict) -> None:
+    d = found["divergence"]
+    assert d["common_prefix"] == 1
+    assert (d["ok"]["step"], d["ok"]["storage"], d["ok"]["shortfall"]) == (4, "x2", 1)
+    assert (d["fail"]["step"], d["fail"]["op"], d["fail"]["storage"]) == (5, 2, "x8")
+    assert d["before"]["ok"] == {"evictions": 1, "rematerializations": 0}
+    assert found["ok"]["outcome"] == "ok" and found["fail"]["outcome"] == "oom"
+
+
+def test_cascade_rebuilds_what_step_nine_evicted(found: dict) -> None:
+    c = found["cascade"]
+    assert (c["step"], c["op"], c["request"], c["pinned"], c["depth"]) == (9, 3, 214, 175, 3)
+    assert c["over_budget"] == 11
+    chain = [(f["storage"], f["depth"], f["removed_by"]) for f in c["rebuilding"]]
+    assert chain == [("x1$", 1, "evict"), ("x10", 2, "evict"), ("x8", 3, "free")]
+    outermost = c["rebuilding"][0]
+    assert (outermost["evicted_at_step"], outermost["steps_before_failure"]) == (9, 0)
+
+
+def test_retaining_the_rebuilt_storage_completes_and_the_control_fails(found: dict) -> None:
+    r = found["retention"]
+    assert r["storage"] == "x1$"
+    assert r["intervention"]["outcome"] == "ok" and r["retaining_completes"]
+    assert r["control"] == found["fail"] and r["valid"]
+
+
+def test_probe_ranks_the_zero_score_first(found: dict) -> None:
+    p = found["probe"]
+    assert (p["first_step"], p["last_step"]) == (9, 9)
+    first = p["fail"]["decisions"][0]
+    assert (first["storage"], first["rank"], first["score"]) == ("x1$", 1, 0.0)
+    # The scan stops at the zero: candidates after x1$ in pool order were never evaluated.
+    assert first["candidates"] == 4
+
+
+def test_a_wider_window_lists_both_runs(found: dict) -> None:
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL)
+    wide = explain.explain(pair, window=(3, 9), top=2)
+    assert [d["step"] for d in wide["probe"]["ok"]["decisions"]][:2] == [3, 4]
+    assert all(len(d["top"]) <= 2 for d in wide["probe"]["fail"]["decisions"])
+
+
+def test_markdown_and_figure_come_from_the_json(found: dict, tmp_path) -> None:
+    text = explain.markdown(found)
+    assert "Both runs make the same first 1 eviction decisions" in text
+    assert "the intervention is valid" in text
+    paths = figures.explanation(found, tmp_path / "pair")
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size for p in paths)
+
+
+def test_a_pair_that_does_not_fail_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="a completing and a failing budget"):
+        explain.explain(explain.Pair(TRACE, "dtr", FAIL, OK))
+
+
+def test_a_control_that_differs_makes_the_intervention_invalid(found: dict) -> None:
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL)
+    other = simulate(TRACE, OK)  # not the failing run: the control cannot reproduce it
+    r = explain._retention(pair, other, {"storage": "x1$"})
+    assert not r["valid"]
+    assert "the intervention is invalid" in explain.markdown({**found, "retention": r})
+
+
+def test_resnet32_acceptance(load_named) -> None:
+    # The study's development pair: DTR completes at 0.101 of peak and fails at 0.104.
+    trace = load_named("resnet32")
+    peak = peak_memory(trace)
+    pair = explain.Pair(trace, "dtr", int(peak * 0.101), int(peak * 0.104), peak=peak)
+    found = explain.explain(pair)
+    assert found["ok"]["outcome"] == "ok" and found["fail"]["outcome"] == "oom"
+    assert found["divergence"]["common_prefix"] > 0
+    outermost = found["cascade"]["rebuilding"][0]
+    assert outermost["removed_by"] == "evict" and 0 < outermost["steps_before_failure"] <= 10
+    retention = found["retention"]
+    assert retention["storage"] == outermost["storage"]
+    assert retention["retaining_completes"] and retention["valid"]
+
+
+def test_cli_writes_the_report_files(tmp_path, capsys) -> None:
+    log = tmp_path / "tiny.log"
+    log.write_text(random_trace_text(193, 12))
+    args = ["explain", "--trace", str(log), "--ok-budget", str(OK), "--fail-budget", str(FAIL)]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "explain.json").read_text())
+    assert written[0]["retention"]["storage"] == "x1$"
+    assert (tmp_path / "out" / "pair-0.png").stat().st_size > 0
+    assert main([*args[:3], "--ok-budget", str(FAIL), "--fail-budget", str(OK)]) == 2
+    assert "expected a completing and a failing budget" in capsys.readouterr().err

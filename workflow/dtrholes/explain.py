@@ -1,0 +1,410 @@
+"""Why a budget fails where another completes: divergence, decision probe, cascade, retention."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator import Events, Result, Trace, UserError, simulate, simulate_events
+from simulator.result import OK
+
+TOP = 5  # candidates listed per decision in the probe
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A completing and a failing budget of one trace under one policy."""
+
+    trace: Trace
+    policy: str
+    ok: int
+    fail: int
+    params: tuple[tuple[str, float], ...] = ()
+    overhead_cap: float | None = None
+    peak: int | None = None  # the ratios' denominator, when known
+
+    def run(self, budget: int, **options) -> tuple[Result, Events]:
+        return simulate_events(
+            self.trace, budget, self.policy, dict(self.params), self.overhead_cap, **options
+        )
+
+
+def explain(pair: Pair, window: tuple[int, int] | None = None, top: int = TOP) -> dict:
+    """The four parts of an explanation, as a JSON-ready dict (see `markdown` for a reading).
+
+    `window`: the steps (schedule indices of the operators run) whose decisions the probe lists;
+    by default from the step where the failing run last evicted the storage its failure had to
+    rebuild (else the first differing decision) to the failing step.
+    """
+    ok, ok_events = pair.run(pair.ok)
+    fail, fail_events = pair.run(pair.fail)
+    if ok.outcome != OK or fail.outcome == OK:
+        raise UserError(
+            f"{pair.trace.name} at {pair.ok} and {pair.fail} bytes",
+            "a completing and a failing budget",
+            f"{ok.outcome} and {fail.outcome}",
+        )
+    divergence = _divergence(ok_events, fail_events)
+    cascade = _cascade(fail, fail_events, ok_events)
+    target = _target(cascade, divergence)
+    if window is None:
+        start = (target or {}).get("evicted_at_step")
+        start = divergence["step"] if start is None else start
+        window = (
+            cascade["step"] if start is None else min(start, cascade["step"]),
+            cascade["step"],
+        )
+    return {
+        "trace": pair.trace.name,
+        "trace_sha256": pair.trace.sha256,
+        "policy": fail.policy,
+        "params": dict(fail.params),
+        "overhead_cap": pair.overhead_cap,
+        "peak_memory": pair.peak,
+        "ok": summary(ok, pair.peak),
+        "fail": summary(fail, pair.peak),
+        "divergence": divergence,
+        "probe": _probe(pair, window, top),
+        "cascade": cascade,
+        "retention": _retention(pair, fail, target),
+    }
+
+
+def summary(r: Result, peak: int | None) -> dict:
+    """What an explanation states of one run."""
+    return {
+        "budget": r.budget,
+        "ratio": r.budget / peak if peak else None,
+        "outcome": r.outcome,
+        "overhead": r.overhead,
+        "evictions": r.evictions,
+        "rematerializations": r.rematerializations,
+        "max_depth": r.max_depth,
+        "eviction_seq_sha256": r.eviction_seq_sha256,
+    }
+
+
+def _key(decision: dict) -> tuple:
+    return decision["step"], decision["op"], decision["storage"]
+
+
+def _divergence(ok: Events, fail: Events) -> dict:
+    """The common prefix of the two runs' eviction decisions and the first that differs."""
+    runs = {"ok": ok.of("decision"), "fail": fail.of("decision")}
+    common = 0
+    while common < min(map(len, runs.values())) and _key(runs["ok"][common]) == _key(
+        runs["fail"][common]
+    ):
+        common += 1
+    at = {name: d[common] if common < len(d) else None for name, d in runs.items()}
+    first = [d for d in at.values() if d]
+    return {
+        "common_prefix": common,
+        "step": min(d["step"] for d in first) if first else None,
+        "ok": _decision(at["ok"]),
+        "fail": _decision(at["fail"]),
+        "before": {name: _counts(events, 0, _seq(at[name])) for name, events in _both(ok, fail)},
+        "after": {
+            name: _counts(events, _seq(at[name]), len(events)) for name, events in _both(ok, fail)
+        },
+    }
+
+
+def _both(ok: Events, fail: Events) -> tuple:
+    return ("ok", ok), ("fail", fail)
+
+
+def _seq(decision: dict | None) -> int:
+    return decision["seq"] if decision else math.inf
+
+
+def _decision(d: dict | None) -> dict | None:
+    if d is None:
+        return None
+    keys = ("decision", "step", "op", "storage", "size", "score", "shortfall")
+    return {k: _json_number(d[k]) for k in keys}
+
+
+def _counts(events: Events, start: float, end: float) -> dict:
+    picked = [e for e in events.of("evict", "remat") if start <= e["seq"] < end]
+    return {
+        "evictions": sum(e["kind"] == "evict" for e in picked),
+        "rematerializations": sum(e["kind"] == "remat" for e in picked),
+    }
+
+
+def _cascade(fail: Result, events: Events, ok_events: Events) -> dict:
+    """The rematerializations in progress when the failing run stopped, outermost first, each
+    with the eviction that made it necessary (and the completing run's fate of that storage)."""
+    stack: list[dict] = []
+    for e in events.of("remat", "rebuilt"):
+        if e["kind"] == "remat":
+            stack.append(e)
+        else:
+            stack.pop()
+    (failure,) = events.of("fail")
+    removed = {e["storage"]: e for e in events.of("evict", "free")}
+    ok_evicted: dict[str, dict] = {}
+    for e in ok_events.of("evict"):
+        ok_evicted.setdefault(e["storage"], e)
+    return {
+        "step": failure["step"],
+        "op": failure["op"],
+        "outcome": fail.outcome,
+        "request": failure["request"],
+        "pinned": failure["pinned"],
+        "depth": failure["depth"],
+        "over_budget": failure["over_budget"],
+        "rebuilding": [_rebuilt(frame, removed, ok_evicted, failure) for frame in stack],
+    }
+
+
+def _rebuilt(frame: dict, removed: dict, ok_evicted: dict, failure: dict) -> dict:
+    """A storage being rebuilt, with how it last left memory: evicted by a decision or freed
+    when its last reference was released (a freed storage is still rebuilt as a parent)."""
+    storage = frame["storage"]
+    last = removed.get(storage)
+    in_ok = ok_evicted.get(storage)
+    return {
+        "storage": storage,
+        "op": frame["op"],
+        "depth": frame["depth"],
+        "size": last and last["size"],
+        "removed_by": last and last["kind"],
+        "evicted_by_decision": last and last.get("decision"),
+        "evicted_at_step": last and last["step"],
+        "steps_before_failure": last and failure["step"] - last["step"],
+        "ok_run_first_evicted_at_step": in_ok and in_ok["step"],
+    }
+
+
+def _target(cascade: dict, divergence: dict) -> dict | None:
+    """The storage to retain: the outermost one the failure had to rebuild, else the failing
+    run's first differing choice."""
+    if cascade["rebuilding"]:
+        return cascade["rebuilding"][0]
+    chosen = divergence["fail"]
+    if chosen is None:
+        return None
+    return {"storage": chosen["storage"], "evicted_at_step": chosen["step"]}
+
+
+def _probe(pair: Pair, window: tuple[int, int], top: int) -> dict:
+    """Each run's decisions at the window's steps, with the top-ranked candidates, and what
+    each step of the window did."""
+    runs = {}
+    for name, budget in (("ok", pair.ok), ("fail", pair.fail)):
+        _, events = pair.run(budget, candidates=window)
+        runs[name] = {"decisions": _decisions(events, top), "steps": _steps(events, window)}
+    return {"first_step": window[0], "last_step": window[1], "top": top, **runs}
+
+
+def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
+    """Per step of the window that evicted, rematerialized or failed: what it did."""
+    steps: dict[int, dict] = {}
+    for e in events.of("evict", "remat", "fail"):
+        if window[0] <= e["step"] <= window[1]:
+            step = steps.setdefault(
+                e["step"], {"step": e["step"], "evicted": [], "remats": 0, "depth": 0}
+            )
+            if e["kind"] == "evict":
+                step["evicted"].append(e["storage"])
+            elif e["kind"] == "remat":
+                step["remats"] += 1
+                step["depth"] = max(step["depth"], e["depth"])
+            else:
+                step["failed"] = {"op": e["op"], "outcome": e["outcome"], "depth": e["depth"]}
+    return list(steps.values())
+
+
+def _decisions(events: Events, top: int) -> list[dict]:
+    """Decisions in the window; candidates are those the policy could choose, in pool order up
+    to the first zero score (where the scan stops), ranked by score, ties to the later one."""
+    listed: list[dict] = []
+    pool: list[dict] = []
+    for e in events.of("candidate", "decision"):
+        if e["kind"] == "candidate":
+            pool.append(e)
+            continue
+        if pool:
+            ranked = _ranked(pool)
+            rank = 1 + next(i for i, c in enumerate(ranked) if c["storage"] == e["storage"])
+            listed.append(
+                {
+                    **_decision(e),
+                    "rank": rank,
+                    "candidates": len(ranked),
+                    "top": [_candidate(c) for c in ranked[:top]],
+                }
+            )
+        pool = []
+    return listed
+
+
+def _ranked(pool: list[dict]) -> list[dict]:
+    evaluated = []
+    for c in pool:
+        if c["eligible"]:
+            evaluated.append(c)
+            if c["score"] == 0:
+                break
+    order = sorted(range(len(evaluated)), key=lambda i: (evaluated[i]["score"], -i))
+    return [evaluated[i] for i in order]
+
+
+def _candidate(c: dict) -> dict:
+    keys = ("storage", "e_star", "size", "staleness", "neighbourhood", "score")
+    return {k: _json_number(c[k]) for k in keys}
+
+
+def _json_number(value: object) -> object:
+    """Scores can be infinite (a storage of 0 bytes); JSON has no infinity."""
+    return "inf" if isinstance(value, float) and math.isinf(value) else value
+
+
+def _retention(pair: Pair, fail: Result, target: dict | None) -> dict | None:
+    """Rerun the failing budget with the target never a candidate, and a control through the
+    same code path retaining nothing, which must replay the failure exactly."""
+    if target is None:
+        return None
+    run = dict(
+        trace=pair.trace,
+        budget=pair.fail,
+        policy=pair.policy,
+        params=dict(pair.params),
+        overhead_cap=pair.overhead_cap,
+    )
+    retained = simulate(**run, retain=[target["storage"]])
+    control = simulate(**run, retain=[])
+    return {
+        "storage": target["storage"],
+        "intervention": summary(retained, pair.peak),
+        "control": summary(control, pair.peak),
+        "control_reproduces_failure": control == fail,
+        "valid": control == fail,
+        "retaining_completes": retained.outcome == OK,
+    }
+
+
+SHOWN = 12  # rows per list in the Markdown reading; the JSON has them all
+
+
+def markdown(x: dict) -> str:
+    """A reading of one explanation, numbers from the dict only."""
+    ok, fail, d, c = x["ok"], x["fail"], x["divergence"], x["cascade"]
+    lines = [
+        f"## {x['trace']} · {x['policy']}: {_budget(ok)} completes, {_budget(fail)} fails"
+        f" ({fail['outcome']})",
+        "",
+        "### 1. Divergence",
+        f"Both runs make the same first {d['common_prefix']} eviction decisions; decision"
+        f" {d['common_prefix']} differs: completing run {_choice(d['ok'])}, failing run"
+        f" {_choice(d['fail'])}.",
+        "",
+        "| run | evictions before | remats before | evictions after | remats after |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {run} | {d['before'][run]['evictions']} | {d['before'][run]['rematerializations']}"
+            f" | {d['after'][run]['evictions']} | {d['after'][run]['rematerializations']} |"
+            for run in ("ok", "fail")
+        ),
+        "",
+        f"The failing run stops at operator {c['op']} (step {c['step']}): it asks for"
+        f" {c['request']:,} bytes with {c['pinned']:,} bytes pinned at nesting depth {c['depth']},"
+        f" {c['over_budget']:,} bytes over the budget.",
+        "",
+        *_probe_lines(x["probe"]),
+        *_cascade_lines(c),
+        *_retention_lines(x["retention"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _budget(run: dict) -> str:
+    ratio = f" ({run['ratio']:.6f} of peak)" if run["ratio"] is not None else ""
+    return f"{run['budget']:,} bytes{ratio}"
+
+
+def _choice(d: dict | None) -> str:
+    if d is None:
+        return "makes no further decision"
+    return f"evicts {d['storage']} ({d['size']:,} bytes) at operator {d['op']}, step {d['step']}"
+
+
+def _probe_lines(p: dict) -> list[str]:
+    lines = [
+        f"### 2. Decision probe (steps {p['first_step']}–{p['last_step']})",
+        "",
+        "| run | decision | step | op | shortfall | chosen (rank / candidates) | top candidates:"
+        " storage e* size staleness \\|e*\\| score |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in ("ok", "fail"):
+        decisions = p[run]["decisions"]
+        for d in decisions[-SHOWN:]:
+            top = "<br>".join(
+                f"{c['storage']} {c['e_star']:,} {c['size']:,} {c['staleness']:,}"
+                f" {c['neighbourhood']} {_score(c['score'])}"
+                for c in d["top"]
+            )
+            lines.append(
+                f"| {run} | {d['decision']} | {d['step']} | {d['op']} | {d['shortfall']:,}"
+                f" | {d['storage']} ({d['rank']} / {d['candidates']}) | {top} |"
+            )
+        hidden = len(decisions) - SHOWN
+        if hidden > 0:
+            lines.append(f"| {run} | … {hidden} earlier decisions in the JSON | | | | | |")
+    return [*lines, ""]
+
+
+def _score(score: object) -> str:
+    return score if isinstance(score, str) else f"{score:.4g}"
+
+
+def _cascade_lines(c: dict) -> list[str]:
+    frames = c["rebuilding"]
+    lines = [
+        "### 3. Cascade",
+        "",
+        f"At the failure {len(frames)} rematerializations were in progress (outermost first);"
+        " each storage with how the failing run last removed it (evicted by a decision, or"
+        " freed when its last reference was released).",
+        "",
+        "| storage | operator | depth | bytes | removed by | decision | at step | steps before"
+        " failure | first evicted in the completing run at step |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    shown = frames if len(frames) <= SHOWN else frames[: SHOWN // 2] + frames[-SHOWN // 2 :]
+    for i, f in enumerate(shown):
+        if len(frames) > SHOWN and i == SHOWN // 2:
+            lines.append(f"| … {len(frames) - SHOWN} more in the JSON | | | | | | | | |")
+        lines.append(
+            f"| {f['storage']} | {f['op']} | {f['depth']} | {_maybe(f['size'])} |"
+            f" {f['removed_by'] or '–'} | {_maybe(f['evicted_by_decision'])} |"
+            f" {_maybe(f['evicted_at_step'])} | {_maybe(f['steps_before_failure'])} |"
+            f" {_maybe(f['ok_run_first_evicted_at_step'])} |"
+        )
+    return [*lines, ""]
+
+
+def _maybe(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _retention_lines(r: dict | None) -> list[str]:
+    if r is None:
+        return ["### 4. Retention", "", "No storage to retain: nothing was rebuilt or chosen.", ""]
+    i, c = r["intervention"], r["control"]
+    verdict = (
+        "The control replays the failure exactly: the intervention is valid."
+        if r["valid"]
+        else "**The control does not replay the failure: the intervention is invalid.**"
+    )
+    return [
+        "### 4. Retention",
+        "",
+        f"Retaining {r['storage']} (never an eviction candidate, its bytes stay under the same"
+        f" budget): {i['outcome']}, overhead {i['overhead']:.4f}, {i['evictions']} evictions."
+        f" Control retaining nothing: {c['outcome']}, {c['evictions']} evictions. {verdict}",
+        "",
+    ]
