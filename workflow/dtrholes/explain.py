@@ -47,13 +47,6 @@ def explain(pair: Pair, window: tuple[int, int] | None = None, top: int = TOP) -
     divergence = _divergence(ok_events, fail_events)
     cascade = _cascade(fail, fail_events, ok_events)
     target = _target(cascade, divergence)
-    if window is None:
-        start = (target or {}).get("evicted_at_step")
-        start = divergence["step"] if start is None else start
-        window = (
-            cascade["step"] if start is None else min(start, cascade["step"]),
-            cascade["step"],
-        )
     return {
         "trace": pair.trace.name,
         "trace_sha256": pair.trace.sha256,
@@ -64,10 +57,19 @@ def explain(pair: Pair, window: tuple[int, int] | None = None, top: int = TOP) -
         "ok": summary(ok, pair.peak),
         "fail": summary(fail, pair.peak),
         "divergence": divergence,
-        "probe": _probe(pair, window, top),
+        "probe": _probe(pair, window or _default_window(target, divergence, cascade), top),
         "cascade": cascade,
         "retention": _retention(pair, fail, target),
     }
+
+
+def _default_window(target: dict | None, divergence: dict, cascade: dict) -> tuple[int, int]:
+    """From the step that evicted the storage to retain (else the divergence) to the failure."""
+    last = cascade["step"]
+    for start in ((target or {}).get("evicted_at_step"), divergence["step"]):
+        if start is not None:
+            return min(start, last), last
+    return last, last
 
 
 def summary(r: Result, peak: int | None) -> dict:
@@ -90,32 +92,23 @@ def _key(decision: dict) -> tuple:
 
 def _divergence(ok: Events, fail: Events) -> dict:
     """The common prefix of the two runs' eviction decisions and the first that differs."""
-    runs = {"ok": ok.of("decision"), "fail": fail.of("decision")}
-    common = 0
-    while common < min(map(len, runs.values())) and _key(runs["ok"][common]) == _key(
-        runs["fail"][common]
-    ):
-        common += 1
+    events = {"ok": ok, "fail": fail}
+    runs = {name: e.of("decision") for name, e in events.items()}
+    pairs = zip(runs["ok"], runs["fail"], strict=False)
+    common = next((i for i, (a, b) in enumerate(pairs) if _key(a) != _key(b)), None)
+    if common is None:
+        common = min(len(runs["ok"]), len(runs["fail"]))
     at = {name: d[common] if common < len(d) else None for name, d in runs.items()}
+    split = {name: at[name]["seq"] if at[name] else math.inf for name in runs}
     first = [d for d in at.values() if d]
     return {
         "common_prefix": common,
         "step": min(d["step"] for d in first) if first else None,
         "ok": _decision(at["ok"]),
         "fail": _decision(at["fail"]),
-        "before": {name: _counts(events, 0, _seq(at[name])) for name, events in _both(ok, fail)},
-        "after": {
-            name: _counts(events, _seq(at[name]), len(events)) for name, events in _both(ok, fail)
-        },
+        "before": {name: _counts(e, 0, split[name]) for name, e in events.items()},
+        "after": {name: _counts(e, split[name], len(e)) for name, e in events.items()},
     }
-
-
-def _both(ok: Events, fail: Events) -> tuple:
-    return ("ok", ok), ("fail", fail)
-
-
-def _seq(decision: dict | None) -> int:
-    return decision["seq"] if decision else math.inf
 
 
 def _decision(d: dict | None) -> dict | None:
@@ -219,7 +212,8 @@ def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
 
 def _decisions(events: Events, top: int) -> list[dict]:
     """Decisions in the window; candidates are those the policy could choose, in pool order up
-    to the first zero score (where the scan stops), ranked by score, ties to the later one."""
+    to the first zero score (where a scan stops), ranked by score, ties to the later one. The
+    chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover test)."""
     listed: list[dict] = []
     pool: list[dict] = []
     for e in events.of("candidate", "decision"):
@@ -228,7 +222,8 @@ def _decisions(events: Events, top: int) -> list[dict]:
             continue
         if pool:
             ranked = _ranked(pool)
-            rank = 1 + next(i for i, c in enumerate(ranked) if c["storage"] == e["storage"])
+            names = [c["storage"] for c in ranked]
+            rank = names.index(e["storage"]) + 1 if e["storage"] in names else None
             listed.append(
                 {
                     **_decision(e),
@@ -349,7 +344,7 @@ def _probe_lines(p: dict) -> list[str]:
             )
             lines.append(
                 f"| {run} | {d['decision']} | {d['step']} | {d['op']} | {d['shortfall']:,}"
-                f" | {d['storage']} ({d['rank']} / {d['candidates']}) | {top} |"
+                f" | {d['storage']} ({d['rank'] or '–'} / {d['candidates']}) | {top} |"
             )
         hidden = len(decisions) - SHOWN
         if hidden > 0:
