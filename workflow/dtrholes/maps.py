@@ -262,22 +262,22 @@ def merge(maps: list[Map], where: str) -> Map:
     if len(keys) != 1:
         raise MapError(where, "maps of one trace, policy and peak", f"{len(keys)} of them")
     trace, policy, peak = keys.pop()
-    ranges = _join(s for m in maps for s in m.ranges)
+    ranges = tuple(union(s for m in maps for s in m.ranges))
     tiles = tuple(sorted((t for m in maps for t in m.tiles), key=lambda t: t.first))
     merged = Map(trace, policy, peak, ranges, tiles)
     check(list(tiles), list(ranges), where)
     return merged
 
 
-def _join(spans: Iterable[Span]) -> tuple[Span, ...]:
-    """Ranges with adjacent ones joined (chunks back into their range)."""
+def union(spans: Iterable[Span]) -> list[Span]:
+    """The union of byte ranges as disjoint ranges, in order (overlapping or adjacent joined)."""
     joined: list[Span] = []
     for s in sorted(spans, key=lambda s: s.first):
-        if joined and joined[-1].last + 1 == s.first:
-            joined[-1] = Span(joined[-1].first, s.last)
+        if joined and s.first <= joined[-1].last + 1:
+            joined[-1] = Span(joined[-1].first, max(joined[-1].last, s.last))
         else:
             joined.append(s)
-    return tuple(joined)
+    return joined
 
 
 # What a map shows ---------------------------------------------------------------------------
