@@ -172,3 +172,19 @@ def test_resnet32_map_agrees_with_samples_every_0_001(resnet32_map) -> None:
     for step in range(9):
         budget = budget_for(trace, round(0.100 + step * 0.001, 3), m.peak)
         assert maps.outcome_at(m, budget) == simulate(trace, budget, "dtr").outcome, budget
+
+
+def test_map_command_writes_a_checked_table_and_a_verdict(tmp_path, capsys) -> None:
+    from dtrholes import cli
+
+    log = tmp_path / "tiny.log"
+    log.write_text(random_trace_text(5))
+    out = tmp_path / "map.parquet"
+    args = ["map", "--trace", str(log), "--from", "0.2", "--to", "1.0", "--chunks", "3"]
+    assert cli.main([*args, "--out", str(out)]) == 0
+    m = maps.read(out)
+    assert m.runs > 0 and maps.summarise(m).uncovered == 0
+    assert "runs," in capsys.readouterr().out
+    assert cli.main([*args[:-2], "--param", "alpha=0.3", "--policy", "tcontrol-inspired",
+                     "--out", str(out)]) == 0  # fmt: skip
+    assert maps.read(out).runs == 0 and "not mapped" in capsys.readouterr().out

@@ -282,7 +282,10 @@ def _add_map_steps(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_map_chunk)
 
     p = sub.add_parser("map-merge", help="one trace × policy's map chunks as one map")
-    p.add_argument("--maps", type=Path, nargs="+", required=True, help="chunk maps (Parquet)")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--policy", required=True)
+    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
+    p.add_argument("--maps", type=Path, nargs="*", default=[], help="chunk maps (Parquet)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(run=_map_merge)
 
@@ -323,7 +326,9 @@ def _map_chunk(args: argparse.Namespace) -> None:
 
 
 def _map_merge(args: argparse.Namespace) -> None:
-    merged = maps.merge([maps.read(p) for p in args.maps], str(args.out))
+    peak = stages.read_output(args.baseline)["peak_memory"]
+    empty = maps.Map(args.trace, args.policy, peak, (), ())
+    merged = maps.merge([empty, *(maps.read(p) for p in args.maps)], str(args.out))
     maps.write(merged, args.out)
     print(f"{merged.trace} {merged.policy}: {merged.runs:,} runs, {len(merged.tiles):,} tiles")
 

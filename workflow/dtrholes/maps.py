@@ -74,6 +74,11 @@ def split(span: Span, count: int) -> list[Span]:
     return [Span(a, b - 1) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
+def chunks(ranges: Iterable[Span], count: int) -> list[tuple[int, Span]]:
+    """Every range cut into `count` chunks, each with its index within its range."""
+    return [(i, c) for r in ranges for i, c in enumerate(split(r, count))]
+
+
 def tile(
     run: Run,
     span: Span,

@@ -103,6 +103,8 @@ def series_row(m: Map, found: list[dict], disagree: list[int]) -> dict:
 
 def verdict(m: Map, summary: maps.Summary) -> str:
     reasons = {t.reason for t in m.tiles if t.reason}
+    if not m.ranges:
+        return "not mapped: no range planned"
     if summary.covered == 0:
         return "not mapped: " + "; ".join(sorted(reasons))
     coverage = "" if not summary.uncovered else f" ({summary.uncovered:,} bytes uncovered)"

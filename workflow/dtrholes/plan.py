@@ -17,6 +17,8 @@ READS = {
     "B": ["stage_b/step", "limits"],
     "edge": ["edges", "limits"],
     "repeat": ["confirmation/repeats", "confirmation/points", "limits"],
+    "map": ["maps/max_runs", "limits"],
+    "map-plan": ["stage_a/ratios", "maps/margin", "maps/whole_range_cap"],
 }
 REFINE_READS = ["stage_a/ratios", "stage_b/triggers", "stage_b/overhead_change"]
 
