@@ -188,3 +188,30 @@ def test_map_command_writes_a_checked_table_and_a_verdict(tmp_path, capsys) -> N
     assert cli.main([*args[:-2], "--param", "alpha=0.3", "--policy", "tcontrol-inspired",
                      "--out", str(out)]) == 0  # fmt: skip
     assert maps.read(out).runs == 0 and "not mapped" in capsys.readouterr().out
+
+
+def _record(result, stage: str, outcome: str) -> dict:
+    fields = {**result.to_dict(), "outcome": outcome}
+    return {"stage": stage, "status": "complete", "budget": result.budget, "ratio": None,
+            "result": fields}  # fmt: skip
+
+
+def test_the_plan_maps_cheap_series_whole_and_others_around_sampled_regions() -> None:
+    from dtrholes import stages
+
+    trace = tiny_trace(random_trace_text(2))
+    peak = peak_memory(trace)
+    params = {
+        "stage_a": {"ratios": {"start": 0.1, "stop": 0.9, "step": 0.1}},
+        "maps": {"margin": 0.01, "max_runs": 100, "whole_range_cap": 0},
+    }
+    budgets = [budget_for(None, r / 10, peak) for r in range(1, 10)]
+    outcomes = ["oom", "ok", "ok", "oom", "oom", "ok", "ok", "ok", "ok"]
+    listed = [_record(simulate(trace, b, "dtr"), "A", o) for b, o in zip(budgets, outcomes)]  # noqa: B905
+    found = stages.map_plan(params, peak, {"dtr": listed, "lru": listed}, whole=False)
+    margin = int(0.01 * peak)
+    assert found["neighbourhoods"] == [[budgets[2] - margin, budgets[5] + margin]]
+    assert found["policies"]["dtr"]["ranges"] == found["neighbourhoods"]
+    assert not found["policies"]["dtr"]["whole"]
+    whole = stages.map_plan(params, peak, {"dtr": listed}, whole=True)
+    assert whole["policies"]["dtr"]["ranges"] == [[budgets[0], budgets[-1]]]
