@@ -34,6 +34,7 @@ parameters:
   confirmation: {repeats: 2, points: brackets, simrd: [dtr]}
   edges: {max_runs: 60}
   explain: {top: 3}
+  maps: {margin: 0.0005, max_runs: 2000, whole_range_cap: 100}
 """
 
 CONFIG = """\
@@ -43,11 +44,14 @@ archive: null
 traces: null
 policies: null
 points_per_job: 3
+map_chunks: 2
+map_whole: []
 simrd_source: null
 """
 
 # Stage A: 3 budgets, one of them three times: 5 points per policy, 3 per job -> 2 jobs;
-# Stage C: one sample in each of the 2 intervals -> 1 job. Stage B waits for its plan.
+# Stage C: one sample in each of the 2 intervals -> 1 job. Stage B waits for its plan, the map
+# chunks for the map plan.
 PLANNED = {
     "all": 1,
     "audit_results": 1,
@@ -57,14 +61,18 @@ PLANNED = {
     "explain_regions": 2,
     "fetch_traces": 1,
     "find_edges": 2,
+    "merge_map": 2,
     "gather_records": 1,
+    "plan_maps": 1,
     "plan_refinement": 1,
+    "plot_maps": 1,
     "plot_trace": 1,
     "render_protocol": 1,
     "repeat_regions": 2,
     "sweep_stage": 6,
     "tabulate_holes": 1,
-    "total": 23,
+    "tabulate_maps": 1,
+    "total": 28,
 }
 
 

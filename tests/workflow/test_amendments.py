@@ -9,8 +9,16 @@ import pyarrow.parquet as pq
 
 from tests.workflow.scenario import copy_of, planned, planned_jobs, planned_outputs, snakemake
 
-SERIES_RULES = ("sweep_stage", "find_edges", "repeat_regions", "explain_regions")
+SERIES_RULES = (
+    "sweep_stage",
+    "find_edges",
+    "repeat_regions",
+    "explain_regions",
+    "map_chunk",
+    "merge_map",
+)
 PLAN = "results/stage_b/resnet32/plan.json"
+MAP_PLAN = "results/maps/resnet32/plan.json"
 AGGREGATES = {
     "audit_results",
     "all",
@@ -21,6 +29,9 @@ AGGREGATES = {
     "compare_policies",
     "crosscheck_simrd",
     "plot_trace",
+    "plan_maps",
+    "tabulate_maps",
+    "plot_maps",
 }
 
 
@@ -66,7 +77,7 @@ def test_adding_a_policy_plans_only_its_jobs_and_the_aggregates(
         # Other policies' series wait for the trace's new refinement plan, which may give them
         # new Stage B budgets; when it does not, they are not run (below).
         for path, reason in planned_jobs(output, rule).items():
-            pending = PLAN in _updated(reason)
+            pending = bool({PLAN, MAP_PLAN} & set(_updated(reason)))
             assert "/lru" in path or pending, (path, reason)
     before = set((copy / "results" / "records").iterdir())
     executed = snakemake(copy)  # once the plan is redone, it reruns only what it must
@@ -93,7 +104,7 @@ def test_changing_stage_b_threshold_plans_no_stage_a_job(completed: Path, tmp_pa
     assert not [p for p in planned_outputs(output, "sweep_stage") if "stage_a" in p]
     for rule in SERIES_RULES[1:]:
         for reason in planned_jobs(output, rule).values():
-            assert PLAN in _updated(reason), reason
+            assert {PLAN, MAP_PLAN} & set(_updated(reason)), reason
 
 
 def test_changing_the_stage_a_grid_plans_stage_a_and_everything_downstream(

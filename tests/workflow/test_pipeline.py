@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from dtrholes import records
+from dtrholes import maps, records
 from tests.conftest import archive_source
 from tests.workflow.scenario import PLANNED, REPO, planned, snakemake
 
@@ -27,7 +27,7 @@ def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:
 def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     found = records.read_records(completed / "results" / "records")
     stages = {r["stage"] for r in found}
-    assert stages == {"A", "B", "C", "edge", "repeat"}
+    assert stages == {"A", "B", "C", "edge", "repeat", "map"}
     assert {r["status"] for r in found} == {"complete"}
     assert len({r["run_id"] for r in found}) == len(found)
     assert all(r["protocol"]["version"] for r in found)
@@ -67,6 +67,22 @@ def test_every_confirmed_region_is_explained_from_its_records(completed: Path) -
         assert pair["retention"]["valid"]
         assert (directory / f"pair-{i}.png").stat().st_size > 0
     assert "### 4. Retention" in (directory / "explain.md").read_text()
+
+
+def test_full_run_maps_the_region_exactly(completed: Path) -> None:
+    results = completed / "results"
+    dtr = maps.read(results / "maps" / "resnet32" / "dtr.parquet")
+    assert maps.outcome_at(dtr, 1_024_657_199) == "ok"
+    assert maps.outcome_at(dtr, 1_024_657_200) == "oom"
+    recorded = {r["run_id"] for r in records.read_records(results / "records")}
+    assert {t.run_id for t in dtr.tiles} <= recorded
+    table = pq.read_table(results / "tables" / "maps.parquet").to_pylist()
+    row = next(r for r in table if r["policy"] == "dtr")
+    assert (row["holes"], row["exact_holes"], row["uncovered_bytes"]) == (5, 5, 0)
+    assert row["sample_disagreements"] == 0 and row["missed_by_stage_b"] == 4
+    assert "resnet32: dtr not monotone: 5 holes" in (results / "tables" / "maps.md").read_text()
+    for suffix in (".png", ".pdf"):
+        assert (results / "figures" / f"maps-resnet32{suffix}").stat().st_size
 
 
 def test_report_bundles_tables_and_figures(completed: Path, tmp_path: Path) -> None:

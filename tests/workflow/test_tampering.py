@@ -3,6 +3,7 @@ the check, after each kind of tampering."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import zipfile
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import cli, fetch
+from dtrholes import cli, fetch, maps
 from tests.workflow.scenario import copy_of
 
 TRACE = "resnet32"
@@ -61,12 +62,24 @@ def test_untampered_run_passes_and_lists_every_execution(
         "provenance",
         "claims",
         "re-execution",
+        "maps",
         "evidence",
     }
     rerun = next(c for c in report["checks"] if c["name"] == "re-execution")
     assert rerun["count"] > 20  # the edge points besides the sample of 20
     evidence = (tmp_path / "e.csv").read_text().splitlines()
     assert len(evidence) - 1 == len(list((completed / "results" / "records").iterdir()))
+
+
+def test_an_edited_map_tile_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = copy / "results" / "maps" / TRACE / "dtr.parquet"
+    m = maps.read(path)
+    flipped = [dataclasses.replace(t, outcome="ok") if t.outcome == "oom" else t for t in m.tiles]
+    maps.write(dataclasses.replace(m, tiles=tuple(flipped)), path)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    failed = {c["name"] for c in report["checks"] if not c["passed"]}
+    assert status == 1 and failed == {"maps"}
 
 
 def test_a_deleted_record_fails(completed: Path, tmp_path: Path, capsys) -> None:

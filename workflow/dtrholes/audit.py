@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtrholes import claims, evidence, fetch, holes, records, runner, stages
+from dtrholes import claims, evidence, fetch, holes, maps, records, runner, stages
 from simulator import Trace, UserError, parse_trace
 
 SEED = 20261129
@@ -21,8 +22,11 @@ TITLES = {
     "provenance": "trace bytes and checksums, protocol versions and code versions are on file",
     "claims": "the records table, job outputs and tables are derived again from the records",
     "re-execution": "a seeded sample of records, region edge points included, reruns identically",
+    "maps": "map tiles cover their ranges once, match their records, and random budgets inside"
+    " random tiles rerun to the tile's outcome",
     "evidence": "every execution ever recorded is in the evidence table, with its status",
 }
+MAP_DRAWS = 3  # tiles per map whose random inner budget the audit reruns
 
 
 @dataclass(frozen=True)
@@ -331,7 +335,62 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-# 5. evidence and the report -----------------------------------------------------------------
+# 5. maps -----------------------------------------------------------------------------------
+
+
+def check_maps(ctx: Context) -> Check:
+    """Every merged map: its tiling (no gap, no overlap), each run tile against its record,
+    and a seeded few random budgets inside random tiles rerun to the tile's outcome."""
+    found = sorted((ctx.options.results / "maps").glob("*/*.parquet"))
+    rng = random.Random(ctx.options.seed)
+    failures, count = [], 0
+    for path in found:
+        where = str(path.relative_to(ctx.options.results))
+        try:
+            m = maps.read(path)
+        except UserError as exc:
+            failures.append(Failure("maps", where, str(exc)))
+            continue
+        count += len(m.tiles)
+        failures += [f for t in m.tiles for f in _tile_failures(ctx, where, m, t)]
+        exact = [t for t in m.tiles if t.exact]
+        for t in rng.sample(exact, min(MAP_DRAWS, len(exact))):
+            failures += _redraw(ctx, where, m, t, rng.randint(t.first, t.last))
+    return Check("maps", count, tuple(failures), (f"{len(found)} maps",))
+
+
+def _tile_failures(ctx: Context, where: str, m: maps.Map, t: maps.Tile) -> list[Failure]:
+    if t.run_id is None:
+        return []
+    record = ctx.inv.records.get(t.run_id)
+    at = f"{where}: tile {t.first:,}..{t.last:,}"
+    if record is None:
+        return [Failure("maps", at, f"run {t.run_id} has no record")]
+    result = record["result"] or {}
+    stated = (record["stage"], record["trace"]["name"], record["policy"]["name"], record["budget"])
+    outcome = result.get("outcome", maps.TIMEOUT)
+    if stated != ("map", m.trace, m.policy, t.run_budget) or outcome != t.outcome:
+        return [Failure("maps", at, f"record {t.run_id} is another run: {stated}, {outcome}")]
+    hi = result.get("budget_hi")
+    if t.exact and not (result["budget_lo"] <= t.first and (hi is None or t.last <= hi)):
+        return [Failure("maps", at, f"outside the certified interval of record {t.run_id}")]
+    return []
+
+
+def _redraw(ctx: Context, where: str, m: maps.Map, t: maps.Tile, budget: int) -> list[Failure]:
+    trace = trace_of(ctx, m.trace)
+    if isinstance(trace, str) or t.run_id not in ctx.inv.records:
+        return []  # reported by the provenance check and the tile's record check
+    request = records.request_of(ctx.inv.records[t.run_id])
+    request = dataclasses.replace(request, budget=budget)
+    result = runner.execute(request, trace, ctx.options.results)
+    if (result.outcome, result.overhead) == (t.outcome, t.overhead):
+        return []
+    message = f"budget {budget:,} reruns to {result.outcome}, the tile says {t.outcome}"
+    return [Failure("maps", f"{where}: tile {t.first:,}..{t.last:,}", message)]
+
+
+# 6. evidence and the report -----------------------------------------------------------------
 
 
 def check_evidence(table: list[dict]) -> Check:
@@ -350,6 +409,7 @@ def run(options: Options, clock: Callable[[], float]) -> Report:
         check_provenance(ctx),
         check_claims(ctx),
         check_reexecution(ctx),
+        check_maps(ctx),
         check_evidence(table),
     )
     return Report(checks, table, tuple(sample(ctx)[0]), clock() - start)

@@ -22,11 +22,14 @@ from dtrholes import (
     fetch,
     figures,
     holes,
+    maps,
+    maptables,
     plan,
     protocol,
     records,
     stages,
 )
+from dtrholes.records import Request
 from simulator import (
     POLICIES,
     Result,
@@ -153,6 +156,69 @@ def _describe(r: Result) -> str:
     return "\n".join(lines)
 
 
+def _add_map(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("map", help="tile a budget range with certified intervals (exact map)")
+    p.add_argument("--trace", required=True, help="trace name or .log path")
+    p.add_argument("--policy", default="dtr")
+    p.add_argument("--from", dest="low", type=float, required=True, help="lowest budget ratio")
+    p.add_argument("--to", dest="high", type=float, required=True, help="highest budget ratio")
+    p.add_argument("--chunks", type=_positive, default=1, help="independent chunks of the range")
+    p.add_argument("--max-runs", type=_positive, default=100_000, help="run cap per chunk")
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--cap", type=float, default=None, help="overhead cap")
+    p.add_argument("--out", type=Path, required=True, help="intervals table (Parquet)")
+    p.set_defaults(run=_map)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}")
+    return int(text)
+
+
+def _map(args: argparse.Namespace) -> None:
+    trace = fetch.load_trace(args.trace, fetch.default_data_dir())
+    peak, params = peak_memory(trace), dict(args.param)
+    span = maps.Span(budget_for(trace, args.low, peak), budget_for(trace, args.high, peak))
+    if span.last < span.first:
+        raise UserError("--from/--to", "--from no higher than --to", f"{args.low} > {args.high}")
+    policy = get_policy(args.policy)
+    central = centrality.for_policy(trace, args.policy, params)
+    resolved = policy.resolve(params)
+
+    def run(budget: int) -> tuple[Result, str]:
+        request = Request(trace.name, trace.sha256, policy.name, resolved, budget, None, args.cap)
+        result = simulate(trace, budget, policy.name, params, args.cap, central)
+        return result, request.run_id
+
+    parts = []
+    for i, chunk in enumerate(maps.split(span, args.chunks)):
+        if policy.point_certified(params):
+            parts.append(maps.not_exact(chunk, stages.POINT_CERTIFIED, i))
+            continue
+        parts.append(maps.tile(run, chunk, args.max_runs, i, _progress(i, chunk)))
+    m = maps.Map(trace.name, policy.name, peak, (span,), tuple(t for p in parts for t in p))
+    maps.write(m, args.out)
+    summary = maps.summarise(m)
+    print(f"{trace.name} · {policy.name}: {summary.runs:,} runs, {maptables.verdict(m, summary)}")
+    for hole in summary.holes[:20]:
+        print(
+            f"  fails {hole.first:,}..{hole.last:,} bytes ({hole.first / peak:.6f}–"
+            f"{hole.last / peak:.6f}), {hole.width:,} bytes{'' if hole.exact else ', open'}"
+        )
+
+
+def _progress(chunk: int, span: maps.Span):
+    """Prints every 100th run's count and the share of the chunk covered so far."""
+    width = span.last - span.first + 1
+
+    def show(runs: int, covered: int) -> None:
+        if runs % 100 == 0 or covered == width:
+            print(f"chunk {chunk}: {runs:,} runs, {covered / width:.1%} covered", file=sys.stderr)
+
+    return show
+
+
 def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fetch", help="fetch, verify and compile the traces into a data directory")
     p.add_argument("--data", type=Path, required=True, help="data directory")
@@ -243,6 +309,89 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="render: the JSON file to write")
     p.add_argument("--version", help="render: the version id the protocol must have")
     p.set_defaults(run=_protocol)
+
+
+def _add_map_steps(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("map-plan", help="the byte ranges each policy's map covers on a trace")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--spec", type=json.loads, required=True, help="the job's protocol values")
+    p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
+    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
+    p.add_argument("--whole", action="store_true", help="map the whole protocol range")
+    p.add_argument("--results", type=Path, required=True, help="results directory")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=_map_plan)
+
+    p = sub.add_parser("map-chunk", help="tile one chunk of a map, one record per run")
+    p.add_argument("--first", type=int, required=True, help="first byte of the chunk")
+    p.add_argument("--last", type=int, required=True, help="last byte of the chunk")
+    p.add_argument("--chunk", type=int, default=0, help="the chunk's index in its range")
+    _add_job(p)
+    p.set_defaults(run=_map_chunk)
+
+    p = sub.add_parser("map-merge", help="one trace × policy's map chunks as one map")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--policy", required=True)
+    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
+    p.add_argument("--maps", type=Path, nargs="*", default=[], help="chunk maps (Parquet)")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=_map_merge)
+
+    p = sub.add_parser("map-table", help="holes of exact maps beside the sampled stages")
+    p.add_argument("--maps", type=Path, nargs="*", default=[], help="merged maps (Parquet)")
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--out", type=Path, required=True, help="series table (Parquet)")
+    p.add_argument("--holes", type=Path, required=True, help="holes table (Parquet)")
+    p.add_argument("--markdown", type=Path, required=True)
+    p.set_defaults(run=_map_table)
+
+    p = sub.add_parser("map-figure", help="a trace's map strips and hole zooms (PNG, PDF)")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--maps", type=Path, nargs="*", default=[], help="the trace's merged maps")
+    p.add_argument("--out", type=Path, required=True, help="figure path without extension")
+    p.set_defaults(run=_map_figure)
+
+
+def _map_plan(args: argparse.Namespace) -> None:
+    listed = stages.listed_records(args.jobs, args.results / "records")
+    by_policy: dict[str, list[dict]] = {}
+    for record in listed:
+        by_policy.setdefault(record["policy"]["name"], []).append(record)
+    peak = stages.read_output(args.baseline)["peak_memory"]
+    found = stages.map_plan(plan.parameters(args.spec), peak, by_policy, args.whole)
+    _write_json(args.out, {"trace": args.trace, **found})
+    for policy, p in found["policies"].items():
+        what = "whole range" if p["whole"] else f"{len(p['ranges'])} neighbourhoods"
+        print(f"{args.trace} {policy}: {what}, about {p['estimate']:,} runs for the whole range")
+
+
+def _map_chunk(args: argparse.Namespace) -> None:
+    job = _job(args, "map")
+    span = maps.Span(args.first, args.last)
+    m = stages.map_span(job, span, args.chunk, _progress(args.chunk, span))
+    maps.write(m, args.out)
+    print(f"{args.trace} {args.policy} chunk {args.chunk}: {m.runs:,} runs")
+
+
+def _map_merge(args: argparse.Namespace) -> None:
+    peak = stages.read_output(args.baseline)["peak_memory"]
+    empty = maps.Map(args.trace, args.policy, peak, (), ())
+    merged = maps.merge([empty, *(maps.read(p) for p in args.maps)], str(args.out))
+    maps.write(merged, args.out)
+    print(f"{merged.trace} {merged.policy}: {merged.runs:,} runs, {len(merged.tiles):,} tiles")
+
+
+def _map_table(args: argparse.Namespace) -> None:
+    found = [maps.read(p) for p in args.maps]
+    series, found_holes = maptables.tabulate(found, holes.read_rows(args.records))
+    maptables.write(series, found_holes, args.out, args.holes, args.markdown)
+    print("\n".join(maptables.verdicts(series)))
+
+
+def _map_figure(args: argparse.Namespace) -> None:
+    from dtrholes import figures  # plotting libraries load only for this command
+
+    figures.save(figures.map_strips([maps.read(p) for p in args.maps], args.trace), args.out)
 
 
 def _add_table(p: argparse.ArgumentParser, what: str) -> None:
@@ -504,7 +653,9 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _add_simulate(sub)
     _add_explain(sub)
+    _add_map(sub)
     _add_pipeline_steps(sub)
+    _add_map_steps(sub)
     _add_audit(sub)
     return p
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -86,6 +87,7 @@ class Inventory:
     unreadable: dict[str, str]  # job output -> why it cannot be read
     rendered: dict
     renders: dict[str, dict]
+    maps: dict[str, list[str]] = field(default_factory=dict)  # merged map -> its tiles' run ids
 
     def listed(self, rels: list[str]) -> list[dict]:
         """The existing records the given job outputs list, in order."""
@@ -98,7 +100,7 @@ class Inventory:
     def cited(self) -> dict[str, list[str]]:
         """Run id -> the current job outputs that list it."""
         found: dict[str, list[str]] = defaultdict(list)
-        for rel, run_ids in self.outputs.items():
+        for rel, run_ids in [*self.outputs.items(), *self.maps.items()]:
             for run_id in run_ids:
                 found[run_id].append(rel)
         return found
@@ -111,7 +113,21 @@ def inventory(results: Path, rendered: Path | None = None) -> Inventory:
     canonical = {f.record["run_id"]: f.record for f in files if f.canonical}
     outputs, unreadable = _outputs(results)
     current = stages.read_output(rendered) if rendered else latest(renders)
-    return Inventory(results, files, canonical, outputs, unreadable, current, renders)
+    found = Inventory(results, files, canonical, outputs, unreadable, current, renders)
+    return dataclasses.replace(found, maps=map_runs(results))
+
+
+def map_runs(results: Path) -> dict[str, list[str]]:
+    """Each merged map (relative path) -> the run ids of its tiles; unreadable maps are the
+    audit's maps check's to report."""
+    found = {}
+    for path in sorted(results.glob("maps/*/*.parquet")):
+        try:
+            column = pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()
+        except (OSError, KeyError, pa.ArrowException):
+            continue
+        found[str(path.relative_to(results))] = [r for r in column if r is not None]
+    return found
 
 
 def _renders(directory: Path) -> dict[str, dict]:

@@ -196,3 +196,56 @@ def _explanation_cell(ax, column: int, row: int, cell: dict, target: str | None)
         text += f"  · {f['outcome'].upper()} at op {f['op']}, depth {f['depth']}"
     colour = "#c0392b" if target in evicted or "failed" in cell else "black"
     ax.text(column, row, text.strip(" ·"), va="center", fontsize=7.5, color=colour)
+
+
+MAP_COLOURS = {"ok": "#1b9e77", "oom": "#d95f02", "thrashed": "#7570b3"}
+UNCOVERED_COLOUR = "#bbbbbb"  # uncovered or timed out: no known outcome
+ZOOMS = 8  # hole zooms per figure: the widest holes
+
+
+def map_strips(found: list, trace: str):
+    """One strip per policy, each tile coloured by outcome along the budget ratio, then zooms
+    (in bytes) on the widest holes with two widths of context either side."""
+    from dtrholes import maps  # the map tables' module, kept out of the plotting imports above
+
+    found = sorted(found, key=lambda m: m.policy)
+    zooms = sorted(
+        ((h.width, m.policy, h.first, h.last, m) for m in found for h in maps.summarise(m).holes),
+        key=lambda z: (-z[0], z[1], z[2]),
+    )[:ZOOMS]
+    rows = max(1, len(found)) + len(zooms)
+    fig, axes = plt.subplots(rows, 1, figsize=(8, 0.9 * rows + 1.2), squeeze=False)
+    if not found:
+        axes[0, 0].axis("off")
+        axes[0, 0].text(0.5, 0.5, f"{trace}: no map", ha="center")
+    for ax, m in zip(axes[:, 0], found, strict=False):
+        _strip(ax, m.tiles, m.peak)
+        ax.set_ylabel(m.policy, rotation=0, ha="right", fontsize=8)
+        ax.set_xlabel("budget (fraction of peak memory)", fontsize=8)
+    for ax, (width, policy, first, last, m) in zip(axes[len(found) :, 0], zooms, strict=True):
+        low, high = first - 2 * width, last + 2 * width
+        _strip(ax, [t for t in m.tiles if t.last >= low and t.first <= high], None)
+        ax.set_xlim(low, high + 1)
+        ax.set_title(f"{policy}: fails {first:,}..{last:,} ({width:,} bytes)", fontsize=8)
+        ax.set_xlabel("budget (bytes)", fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in MAP_COLOURS.values()]
+    labels = [OUTCOMES[o][0] for o in MAP_COLOURS]
+    fig.legend(
+        [*handles, plt.Rectangle((0, 0), 1, 1, color=UNCOVERED_COLOUR)],
+        [*labels, "uncovered"],
+        loc="upper right",
+        fontsize=8,
+    )
+    fig.suptitle(f"{trace}: exact feasibility maps")
+    return fig
+
+
+def _strip(ax, tiles, peak: int | None) -> None:
+    """Tiles as bars along x (ratios when `peak` is given, else bytes)."""
+    scale = peak or 1
+    for outcome in (*MAP_COLOURS, None):
+        mine = [t for t in tiles if (t.outcome == outcome) or (outcome is None and not t.exact)]
+        bars = [(t.first / scale, (t.last + 1 - t.first) / scale) for t in mine]
+        if bars:
+            ax.broken_barh(bars, (0, 1), color=MAP_COLOURS.get(outcome, UNCOVERED_COLOUR), lw=0)
+    ax.set_yticks([])

@@ -18,6 +18,8 @@ READS = {
     "edge": ["edges", "limits"],
     "repeat": ["confirmation/repeats", "confirmation/points", "limits"],
     "explain": ["explain", "limits"],
+    "map": ["maps/max_runs", "limits"],
+    "map-plan": ["stage_a/ratios", "maps/margin", "maps/whole_range_cap"],
 }
 REFINE_READS = ["stage_a/ratios", "stage_b/triggers", "stage_b/overhead_change"]
 

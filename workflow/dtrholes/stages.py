@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtrholes import crosscheck, edges, explain, fetch, holes, plan, records, runner
+from dtrholes import crosscheck, edges, explain, fetch, holes, maps, plan, records, runner
 from dtrholes.records import Request
 from simulator import Result, Trace, UserError, budget_for, get_policy
 
@@ -261,3 +261,50 @@ def crosscheck_points(
                 }
             )
     return points
+
+
+def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.Map:
+    """One chunk of a map, each run recorded; a point-certified policy's is one uncovered tile."""
+    peak = job.baseline["peak_memory"]
+    policy = get_policy(job.policy)
+    if policy.point_certified(job.params["policies"][job.policy]):
+        tiles = maps.not_exact(span, POINT_CERTIFIED, chunk)
+        return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles))
+    with job.session() as session:
+
+        def run(budget: int) -> tuple[Result | None, str]:
+            request = job.request("map", budget, None)
+            return session.run(request)[0], request.run_id
+
+        tiles = maps.tile(run, span, job.params["maps"]["max_runs"], chunk, progress)
+    return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles))
+
+
+POINT_CERTIFIED = "point-certified policy: runs certify only their own budget"
+
+
+def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool) -> dict:
+    """Which byte ranges each policy's map covers on one trace: the protocol range when its
+    estimated run count is below the cap (or `whole`), else the neighbourhoods of every hole
+    region any policy's sampled series shows. `listed`: each policy's sampled records."""
+    ratios, spec = params["stage_a"]["ratios"], params["maps"]
+    span = maps.Span(*(budget_for(None, ratios[end], peak) for end in ("start", "stop")))
+    margin = int(spec["margin"] * peak)
+    around = [
+        maps.Span(max(span.first, r.ok_below - margin), min(span.last, r.ok_above + margin))
+        for found in listed.values()
+        for r in holes.summarise(series(found)).regions
+    ]
+    near = [[s.first, s.last] for s in maps.union(around)]
+    plans = {}
+    for policy, found in sorted(listed.items()):
+        results = [Result.from_dict(r["result"]) for r in found if _complete_a(r)]
+        estimate = maps.estimate_runs(results, span)
+        mapped_whole = whole or estimate <= spec["whole_range_cap"]
+        ranges = [[span.first, span.last]] if mapped_whole else near
+        plans[policy] = {"estimate": estimate, "whole": mapped_whole, "ranges": ranges}
+    return {"span": [span.first, span.last], "neighbourhoods": near, "policies": plans}
+
+
+def _complete_a(record: dict) -> bool:
+    return record["stage"] == "A" and record["status"] == "complete"

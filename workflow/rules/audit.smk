@@ -1,9 +1,11 @@
-# The audit reads every job output and record; they all come before the records table.
+# The audit reads every job output and record (they all come before the records table) and the
+# merged maps (before the maps table).
 rule audit_results:
     input:
         records="results/records.parquet",
         tables=expand("results/tables/{name}.{ext}", name=TABLES, ext=("md", "parquet")),
         protocol=protocol_render(),
+        maps=map_targets(),
         archive="data/dtr-logs.zip",
     output:
         markdown=report(

@@ -5,7 +5,7 @@ import sys
 
 from snakemake.utils import validate
 
-from dtrholes import crosscheck, fetch, plan, protocol, stages
+from dtrholes import crosscheck, fetch, maps, plan, protocol, stages
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 DTR_HOLES = f'"{sys.executable}" -m dtrholes'
@@ -24,6 +24,8 @@ wildcard_constraints:
     trace="|".join(TRACES),
     policy="|".join(POLICIES),
     job=r"\d+",
+    first=r"\d+",
+    last=r"\d+",
     stage="a|b|c",
 
 
@@ -130,6 +132,60 @@ def series_outputs(kind, suffix=".json"):
     return [f"results/{kind}/{t}/{p}{suffix}" for t in TRACES for p in POLICIES]
 
 
+def trace_series_jobs(wildcards):
+    """The Stage A, B and C outputs of every policy on a trace: what the map plan reads."""
+    return [
+        path
+        for policy in POLICIES
+        for stage in ("A", "B", "C")
+        for path in stage_outputs(stage, wildcards.trace, policy)
+    ]
+
+
+def map_spec(wildcards):
+    return spec("map", wildcards.policy)
+
+
+def whole_option(wildcards):
+    return "--whole" if wildcards.trace in config["map_whole"] else ""
+
+
+def map_ranges(trace, policy):
+    """The byte ranges of a trace × policy's map, from the trace's map plan."""
+    found = checkpoints.plan_maps.get(trace=trace).output[0]
+    ranges = stages.read_output(found)["policies"][policy]["ranges"]
+    return [maps.Span(*r) for r in ranges]
+
+
+def map_chunks(wildcards):
+    """The chunk outputs of one trace × policy's map."""
+    folder = f"results/maps/{wildcards.trace}/{wildcards.policy}"
+    chunks = maps.chunks(
+        map_ranges(wildcards.trace, wildcards.policy), config["map_chunks"]
+    )
+    return [f"{folder}/{c.first}-{c.last}.parquet" for _, c in chunks]
+
+
+def map_chunk_index(wildcards):
+    """A chunk's index within its range (a column of the map table)."""
+    chunks = maps.chunks(
+        map_ranges(wildcards.trace, wildcards.policy), config["map_chunks"]
+    )
+    wanted = maps.Span(int(wildcards.first), int(wildcards.last))
+    return next((i for i, c in chunks if c == wanted), 0)
+
+
+def map_outputs():
+    """Every trace × policy's merged map, if the protocol has the map stage."""
+    if "maps" not in PARAMS:
+        return []
+    return [f"results/maps/{t}/{p}.parquet" for t in TRACES for p in POLICIES]
+
+
+def trace_maps(wildcards):
+    return [f"results/maps/{wildcards.trace}/{p}.parquet" for p in POLICIES]
+
+
 def protocol_render():
     return f"results/protocol/{PROTOCOL.version}.json"
 
@@ -148,6 +204,17 @@ def all_outputs():
         protocol_render(),
         *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in TRACES),
         *series_outputs("explain", suffix=""),
+        *map_targets(),
+    ]
+
+
+def map_targets():
+    """The map stage's table and figures, if the protocol has the stage."""
+    if "maps" not in PARAMS:
+        return []
+    return [
+        "results/tables/maps.md",
+        *(f"results/figures/maps-{t}.pdf" for t in TRACES),
     ]
 
 
