@@ -63,6 +63,7 @@ def test_untampered_run_passes_and_lists_every_execution(
         "claims",
         "re-execution",
         "maps",
+        "explanations",
         "evidence",
     }
     rerun = next(c for c in report["checks"] if c["name"] == "re-execution")
@@ -80,6 +81,17 @@ def test_an_edited_map_tile_fails(completed: Path, tmp_path: Path, capsys) -> No
     status, report, _ = audit(copy, capsys, tmp_path)
     failed = {c["name"] for c in report["checks"] if not c["passed"]}
     assert status == 1 and failed == {"maps"}
+
+
+def test_an_edited_explanation_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = copy / "results" / "explain" / TRACE / "dtr" / "explain.json"
+    pairs = json.loads(path.read_text())
+    pairs[0]["fail"]["evictions"] += 1
+    path.write_text(json.dumps(pairs))
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert_fails(report, "explanations", pairs[0]["cites"]["fail"])
 
 
 def test_a_deleted_record_fails(completed: Path, tmp_path: Path, capsys) -> None:

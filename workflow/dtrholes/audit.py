@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtrholes import claims, evidence, fetch, holes, maps, records, runner, stages
-from simulator import Trace, UserError, parse_trace
+from dtrholes import claims, evidence, explain, fetch, holes, maps, records, runner, stages
+from simulator import Result, Trace, UserError, parse_trace
 
 SEED = 20261129
 STAGE_OF = {"stage_a": "A", "stage_b": "B", "stage_c": "C", "edges": "edge", "repeats": "repeat"}
@@ -24,6 +24,7 @@ TITLES = {
     "re-execution": "a seeded sample of records, region edge points included, reruns identically",
     "maps": "map tiles cover their ranges once, match their records, and random budgets inside"
     " random tiles rerun to the tile's outcome",
+    "explanations": "every explained pair states its two runs as the records it cites hold them",
     "evidence": "every execution ever recorded is in the evidence table, with its status",
 }
 MAP_DRAWS = 3  # tiles per map whose random inner budget the audit reruns
@@ -390,7 +391,37 @@ def _redraw(ctx: Context, where: str, m: maps.Map, t: maps.Tile, budget: int) ->
     return [Failure("maps", f"{where}: tile {t.first:,}..{t.last:,}", message)]
 
 
-# 6. evidence and the report -----------------------------------------------------------------
+# 6. explanations ---------------------------------------------------------------------------
+
+
+def check_explanations(ctx: Context) -> Check:
+    """Every explained pair states its two runs as the records it cites have them."""
+    found = sorted((ctx.options.results / "explain").glob("*/*/explain.json"))
+    failures, count = [], 0
+    for path in found:
+        where = str(path.relative_to(ctx.options.results))
+        for i, pair in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            count += 1
+            for run in ("ok", "fail"):
+                problem = _cited_problem(ctx, pair, run)
+                if problem:
+                    failures.append(Failure("explanations", f"{where}: pair {i}", problem))
+    return Check("explanations", count, tuple(failures), (f"{len(found)} files",))
+
+
+def _cited_problem(ctx: Context, pair: dict, run: str) -> str | None:
+    run_id = pair["cites"][run]
+    record = ctx.inv.records.get(run_id)
+    if record is None:
+        return f"the {run} run cites {run_id}, which has no record"
+    result = record["result"]
+    stated = explain.summary(Result.from_dict(result), pair["peak_memory"]) if result else None
+    if record["trace"]["name"] != pair["trace"] or stated != pair[run]:
+        return f"the {run} run is not what record {run_id} holds"
+    return None
+
+
+# 7. evidence and the report -----------------------------------------------------------------
 
 
 def check_evidence(table: list[dict]) -> Check:
@@ -410,6 +441,7 @@ def run(options: Options, clock: Callable[[], float]) -> Report:
         check_claims(ctx),
         check_reexecution(ctx),
         check_maps(ctx),
+        check_explanations(ctx),
         check_evidence(table),
     )
     return Report(checks, table, tuple(sample(ctx)[0]), clock() - start)

@@ -1,11 +1,12 @@
-# The audit reads every job output and record (they all come before the records table) and the
-# merged maps (before the maps table).
+# The audit reads every job output and record (they all come before the records table), the
+# merged maps (before the maps table) and the explanations.
 rule audit_results:
     input:
         records="results/records.parquet",
         tables=expand("results/tables/{name}.{ext}", name=TABLES, ext=("md", "parquet")),
         protocol=protocol_render(),
         maps=map_targets(),
+        explanations=series_outputs("explain", suffix=""),
         archive="data/dtr-logs.zip",
     output:
         markdown=report(
