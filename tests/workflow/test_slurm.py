@@ -103,7 +103,9 @@ def test_slurm_run_matches_the_local_run(slurm: None, completed: Path, tmp_path:
     # The first status check after 1 s rather than the profile's 40 (squeue still qualifies:
     # the test cluster keeps finished jobs for 300 s).
     command += ["--slurm-init-seconds-before-status-checks", "1"]
-    output = run_bounded(command, timeout=600, env=env)
+    # About 30 jobs in a dozen dependency levels, each level found by status checks that back
+    # off by 10 s while nothing finishes: minutes, not seconds, on one 2-core node.
+    output = run_bounded(command, timeout=1200, env=env)
     assert "submitted with SLURM jobid" in output and "(100%) done" in output
     local = results_by_run(completed)
     assert local and results_by_run(scenario) == local
