@@ -63,7 +63,7 @@ def simulate_events(
     with its score components."""
     window = (0, -1)
     if candidates is not None:
-        window = tuple(_whole(op, "operator window", "an operator index") for op in candidates)
+        window = tuple(_whole(step, "step window", "a step index") for step in candidates)
     options = (policy, params, overhead_cap, centrality, retain)
     return _replay(trace, budget, *options, record=True, window=window)
 
@@ -78,7 +78,7 @@ def _replay(trace, budget, policy, params, cap, centrality, retain, record, wind
     layout = _layout(trace)
     state = kernel.new_state(layout, chosen.regions)
     state.g[kernel.EV_ON] = record
-    state.g[kernel.EV_FIRST_OP], state.g[kernel.EV_LAST_OP] = window
+    state.g[kernel.EV_FIRST_STEP], state.g[kernel.EV_LAST_STEP] = window
     values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
     ranks = _ranks(trace, chosen, dict(resolved), centrality)
     ranks[_storages(trace, retain)] = -1

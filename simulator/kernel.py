@@ -42,7 +42,7 @@ EVALS, EVICTIONS, EAGER, REMATS, DEPTH, MAX_DEPTH = 5, 6, 7, 8, 9, 10
 PEAK_PINNED, PEAK_PINNED_DEPTH, POOL_HEAD, POOL_TAIL, POOL_BYTES = 11, 12, 13, 14, 15
 LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 20, 21, 22
 N_NODES, N_EVICTED, FALLBACKS, N_DUE, N_LISTED = 23, 24, 25, 26, 27
-EV_ON, EV_N, EV_FIRST_OP, EV_LAST_OP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
+EV_ON, EV_N, EV_FIRST_STEP, EV_LAST_STEP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
 N_SCALARS = 34
 
 # Rows of sv, one column per storage
@@ -736,7 +736,7 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
     policy, params, rank = rule
     scored = DTR if policy == TCONTROL else policy
     decision = g[N_EVICTED]
-    if g[EV_FIRST_OP] <= g[STEP] <= g[EV_LAST_OP]:
+    if g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]:
         s = g[POOL_HEAD]
         while s >= 0:
             ev = _note_candidate(
@@ -982,7 +982,7 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
     `rule` = (policy id, float64 parameters in the policy's order, int64 rank of each storage:
     centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate).
     Events are recorded when g[EV_ON] is set, with candidates at steps (the operators the
-    schedule runs, rematerializations aside) g[EV_FIRST_OP] to g[EV_LAST_OP].
+    schedule runs, rematerializations aside) g[EV_FIRST_STEP] to g[EV_LAST_STEP].
     """
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st

@@ -65,5 +65,5 @@ def test_retaining_an_unknown_storage_is_a_user_error() -> None:
 
 
 def test_a_bad_window_is_a_user_error() -> None:
-    with pytest.raises(UserError, match="operator window"):
+    with pytest.raises(UserError, match="step window"):
         simulate_events(_trace(CHAIN), 20, candidates=(-1, 3))
