@@ -179,15 +179,18 @@ def _same_run(a: Tile, b: Tile) -> bool:
 
 # Tables -------------------------------------------------------------------------------------
 
+SPAN_FIELDS = [  # a byte range of one trace × policy, as the map and hole tables store it
+    ("trace", pa.string()),
+    ("policy", pa.string()),
+    ("first_byte", pa.int64()),
+    ("last_byte", pa.int64()),
+    ("first_ratio", pa.float64()),
+    ("last_ratio", pa.float64()),
+    ("width", pa.int64()),
+]
 SCHEMA = pa.schema(
     [
-        ("trace", pa.string()),
-        ("policy", pa.string()),
-        ("first_byte", pa.int64()),
-        ("last_byte", pa.int64()),
-        ("first_ratio", pa.float64()),
-        ("last_ratio", pa.float64()),
-        ("width", pa.int64()),
+        *SPAN_FIELDS,
         ("outcome", pa.string()),  # ok, oom, thrashed, timeout, uncovered
         ("exact", pa.bool_()),
         ("overhead", pa.float64()),

@@ -134,13 +134,7 @@ SERIES_SCHEMA = pa.schema(
 )
 HOLE_SCHEMA = pa.schema(
     [
-        ("trace", pa.string()),
-        ("policy", pa.string()),
-        ("first_byte", pa.int64()),
-        ("last_byte", pa.int64()),
-        ("first_ratio", pa.float64()),
-        ("last_ratio", pa.float64()),
-        ("width", pa.int64()),
+        *maps.SPAN_FIELDS,
         ("exact", pa.bool_()),
         *((f"{kind}_{name}", pa.bool_()) for name, _ in SAMPLINGS for kind in ("seen", "merged")),
     ]
