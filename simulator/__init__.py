@@ -1,6 +1,6 @@
 """A pure-function replay of DTR training traces that makes exactly simrd's eviction decisions."""
 
-from simulator.api import budget_for, peak_memory, simulate, simulate_events
+from simulator.api import Replayer, budget_for, peak_memory, simulate, simulate_events
 from simulator.errors import PolicyError, TraceError, UserError
 from simulator.events import Events
 from simulator.policies import POLICIES, get_policy
@@ -12,6 +12,7 @@ __all__ = [
     "Failure",
     "Events",
     "PolicyError",
+    "Replayer",
     "Result",
     "Trace",
     "TraceError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -68,33 +69,134 @@ def simulate_events(
     return _replay(trace, budget, *options, record=True, window=window)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """Everything a replay of one trace and policy needs but the budget."""
+
+    trace: Trace
+    layout: Layout
+    policy: Policy
+    params: tuple[tuple[str, float], ...]
+    cap: float | None
+    rule: tuple[int, np.ndarray, np.ndarray]
+    limit: float
+
+    @classmethod
+    def of(cls, trace, policy, params, cap, centrality, retain) -> _Setup:
+        if cap is not None and not (_is_number(cap) and cap >= 1):
+            raise UserError("overhead cap", "a number >= 1", repr(cap))
+        chosen = get_policy(policy)
+        resolved = chosen.resolve(params)
+        values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
+        ranks = _ranks(trace, chosen, dict(resolved), centrality)
+        ranks[_storages(trace, retain)] = -1
+        limit = math.inf if cap is None else trace.model_compute * (cap - 1)
+        rule = (chosen.rule, values, ranks)
+        return cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
+
+    @property
+    def commands(self) -> int:
+        return self.layout.cmds.shape[1]
+
+    def new_state(self) -> kernel.State:
+        return kernel.new_state(self.layout, self.policy.regions)
+
+    def run(self, state, work, uf, budget: int, start: int, stop: int):
+        """Commands start..stop - 1 of the schedule: (kernel status, work, uf)."""
+        p = self.policy
+        options = (budget, self.rule, self.limit, p.regions, p.eqclass, start, stop)
+        status, work, uf = kernel.replay(self.layout, state, work, uf, *options)
+        if status == kernel.INVALID_CHOICE:
+            raise AssertionError(f"policy {p.name} chose a storage outside the evictable pool")
+        return status, work, uf
+
+    def result(self, state, status, work, budget: int) -> tuple[Result, Events]:
+        g = state.g
+        status = kernel.DONE if status == kernel.RUNNING else status
+        log, rows = work[2][: g[kernel.N_EVICTED]], work[3][: g[kernel.EV_N]]
+        result = _result(self, state, status, log, budget)
+        return result, Events(rows, _storage_names(self.trace), self.trace.tensor_names)
+
+
 def _replay(trace, budget, policy, params, cap, centrality, retain, record, window):
-    budget = _whole(budget, "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}")
-    if cap is not None and not (_is_number(cap) and cap >= 1):
-        raise UserError("overhead cap", "a number >= 1", repr(cap))
-    chosen = get_policy(policy)
-    resolved = chosen.resolve(params)
-    limit = math.inf if cap is None else trace.model_compute * (cap - 1)
-    layout = _layout(trace)
-    state = kernel.new_state(layout, chosen.regions)
+    budget = _budget(budget)
+    setup = _Setup.of(trace, policy, params, cap, centrality, retain)
+    state = setup.new_state()
     state.g[kernel.EV_ON] = record
     state.g[kernel.EV_FIRST_STEP], state.g[kernel.EV_LAST_STEP] = window
-    values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
-    ranks = _ranks(trace, chosen, dict(resolved), centrality)
-    ranks[_storages(trace, retain)] = -1
-    status, log, rows = kernel.replay(
-        layout,
-        state,
-        budget,
-        (chosen.rule, values, ranks),
-        float(limit),
-        chosen.regions,
-        chosen.eqclass,
-    )
-    if status == kernel.INVALID_CHOICE:
-        raise AssertionError(f"policy {chosen.name} chose a storage outside the evictable pool")
-    result = _result(trace, layout, state, status, log, budget, chosen.name, resolved, cap)
-    return result, Events(rows, _storage_names(trace), trace.tensor_names)
+    work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
+    status, work, uf = setup.run(state, work, uf, budget, 0, setup.commands)
+    return setup.result(state, status, work, budget)
+
+
+class Replayer:
+    """`simulate` of one trace and policy at budget after budget, resuming from saved state.
+
+    A replay saves its state at `saves` evenly spaced points of the schedule (between
+    commands, where nothing is in progress) and keeps the last one taken before the comparison
+    that last lowered its certified interval's upper end. That state's own certified interval
+    holds every budget whose replay reaches it identically; a later replay at such a budget
+    (the next tile of a map: the previous run's upper end + 1) continues from it. Results are
+    those of `simulate`, field for field.
+    """
+
+    def __init__(
+        self,
+        trace: Trace,
+        policy: str = "dtr",
+        params: dict[str, float] | None = None,
+        overhead_cap: float | None = None,
+        centrality: np.ndarray | None = None,
+        saves: int = 16,
+    ):
+        self.setup = _Setup.of(trace, policy, params, overhead_cap, centrality, ())
+        n = self.setup.commands
+        self.cuts = sorted({n * k // saves for k in range(saves)} | {n})
+        self.saved: _Saved | None = None
+        self.resumed_from = 0  # the command the last replay started from
+
+    def simulate(self, budget: int) -> Result:
+        budget = _budget(budget)
+        setup, saved = self.setup, self.saved
+        if saved is not None and saved.lo <= budget <= saved.hi:
+            start, (state, work, uf) = saved.command, saved.restore()
+        else:
+            start, state = 0, setup.new_state()
+            work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
+        self.resumed_from, keep, status = start, None, kernel.RUNNING
+        for a, b in zip(self.cuts, self.cuts[1:], strict=False):
+            if a < start:
+                continue
+            here, hi = _Saved.take(a, state, work, uf), state.g[kernel.HI]
+            status, work, uf = setup.run(state, work, uf, budget, a, b)
+            if state.g[kernel.HI] < hi:
+                keep = here
+            if status != kernel.RUNNING:
+                break
+        self.saved = keep if keep is not None else self.saved
+        return setup.result(state, status, work, budget)[0]
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """A replay's state between commands: before `command`, for budgets `lo`..`hi`."""
+
+    command: int
+    lo: int
+    hi: int
+    arrays: tuple[np.ndarray, ...]  # the state's, the eviction log, union-find parents, values
+    scratch: tuple[np.ndarray, np.ndarray]  # frames and snap: empty between commands
+
+    @classmethod
+    def take(cls, command: int, state: kernel.State, work, uf) -> _Saved:
+        arrays = tuple(a.copy() for a in (*state, work[2], *uf))
+        g = state.g
+        return cls(command, int(g[kernel.LO]), int(g[kernel.HI]), arrays, work[:2])
+
+    def restore(self):
+        arrays = [a.copy() for a in self.arrays]
+        state, log, uf = kernel.State(*arrays[:5]), arrays[5], tuple(arrays[6:])
+        return state, (*self.scratch, log, np.zeros((0, kernel.EV_COLS))), uf
 
 
 def _ranks(trace: Trace, policy: Policy, params: dict, given: np.ndarray | None) -> np.ndarray:
@@ -120,7 +222,8 @@ def _storages(trace: Trace, names: Iterable[str]) -> list[int]:
     return [index[name] for name in names]
 
 
-def _result(trace, layout, state, status, log, budget, policy, params, cap) -> Result:
+def _result(setup: _Setup, state, status, log, budget) -> Result:
+    trace, layout = setup.trace, setup.layout
     g = [int(x) for x in state.g]
     names = [trace.tensor_names[t] for t in layout.stor[S_ROOT][log]]
     failure = None
@@ -136,10 +239,10 @@ def _result(trace, layout, state, status, log, budget, policy, params, cap) -> R
     return Result(
         trace=trace.name,
         trace_sha256=trace.sha256,
-        policy=policy,
-        params=params,
+        policy=setup.policy.name,
+        params=setup.params,
         budget=budget,
-        overhead_cap=cap,
+        overhead_cap=setup.cap,
         outcome=_OUTCOMES[status],
         clock=g[kernel.CLOCK],
         model_compute=g[kernel.MODEL_C],
@@ -181,6 +284,10 @@ def budget_for(trace: Trace | None, ratio: float, peak: int | None = None) -> in
 
 def _is_number(x: object) -> bool:
     return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
+
+
+def _budget(x: object) -> int:
+    return _whole(x, "budget", f"an integer number of bytes from 0 to {_UNBOUNDED - 1}")
 
 
 def _whole(x: object, what: str, expected: str) -> int:

@@ -975,10 +975,26 @@ def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
         sv[N_REV, flat[j]] += 1
 
 
-@njit(cache=True)
-def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
-    """Replay the whole schedule; returns (status, eviction log, events) with counters in st.g.
+def new_work(L: Layout, st: State, eqclass: bool):
+    """A replay's growing arrays besides its state: `work` = (frames, snap, eviction log,
+    events) and the union-find of equivalence classes `uf` = (parents, values)."""
+    work = (
+        np.zeros((L.tens.shape[1] + 1, 6), np.int64),
+        np.zeros(len(L.flat) + 1, np.int64),
+        np.zeros(1024, np.int64),
+        np.zeros((1024 if st.g[EV_ON] else 0, EV_COLS)),
+    )
+    n_nodes = 2 * st.sv.shape[1] + 16 if eqclass else 1
+    return work, (np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64))
 
+
+@njit(cache=True)
+def replay(L: Layout, st: State, work, uf, budget, rule, remat_limit, regions, eqclass, start, end):
+    """Replay schedule commands `start`..`end - 1`; returns (status, work, uf), the last two
+    possibly reallocated: RUNNING when every command ran, with counters in st.g.
+
+    Between commands no rematerialization is in progress (frames and snap are empty), so
+    (st, the eviction log, uf) after command i is the whole state a replay continues from.
     `rule` = (policy id, float64 parameters in the policy's order, int64 rank of each storage:
     centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate).
     Events are recorded when g[EV_ON] is set, with candidates at steps (the operators the
@@ -986,16 +1002,8 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
     """
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st
-    work = (
-        np.zeros((tens.shape[1] + 1, 6), np.int64),
-        np.zeros(len(flat) + 1, np.int64),
-        np.zeros(1024, np.int64),
-        np.zeros((1024 if g[EV_ON] else 0, EV_COLS)),
-    )
-    n_nodes = 2 * sv.shape[1] + 16 if eqclass else 1
-    uf = (np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64))
     status = RUNNING
-    for i in range(cmds.shape[1]):
+    for i in range(start, end):
         kind, arg = cmds[0, i], cmds[1, i]
         if kind == COMPUTE_CMD:
             first, last = ops[OP_OUT, arg], ops[OP_OUT, arg + 1]
@@ -1031,5 +1039,4 @@ def replay(L: Layout, st: State, budget, rule, remat_limit, regions, eqclass):
                     work = (work[0], work[1], work[2], ev)
         if status != RUNNING:
             break
-    status = status if status != RUNNING else DONE
-    return status, work[2][: g[N_EVICTED]], work[3][: g[EV_N]]
+    return status, work, uf

@@ -74,8 +74,11 @@ def test_full_run_maps_the_region_exactly(completed: Path) -> None:
     dtr = maps.read(results / "maps" / "resnet32" / "dtr.parquet")
     assert maps.outcome_at(dtr, 1_024_657_199) == "ok"
     assert maps.outcome_at(dtr, 1_024_657_200) == "oom"
-    recorded = {r["run_id"] for r in records.read_records(results / "records")}
-    assert {t.run_id for t in dtr.tiles} <= recorded
+    found = records.read_records(results / "records")
+    assert {t.run_id for t in dtr.tiles} <= {r["run_id"] for r in found}
+    resumed = [r["resumed_at"] > 0 for r in found if r["stage"] == "map"]
+    assert sum(resumed) > len(resumed) / 2, "map runs continue from the run below's saved state"
+    assert not any(r.get("resumed_at") for r in found if r["stage"] != "map")
     table = pq.read_table(results / "tables" / "maps.parquet").to_pylist()
     row = next(r for r in table if r["policy"] == "dtr")
     assert (row["holes"], row["exact_holes"], row["uncovered_bytes"]) == (5, 5, 0)

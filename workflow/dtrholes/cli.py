@@ -32,6 +32,7 @@ from dtrholes import (
 from dtrholes.records import Request
 from simulator import (
     POLICIES,
+    Replayer,
     Result,
     UserError,
     budget_for,
@@ -185,11 +186,11 @@ def _map(args: argparse.Namespace) -> None:
     policy = get_policy(args.policy)
     central = centrality.for_policy(trace, args.policy, params)
     resolved = policy.resolve(params)
+    replayer = Replayer(trace, policy.name, params, args.cap, central)
 
     def run(budget: int) -> tuple[Result, str]:
         request = Request(trace.name, trace.sha256, policy.name, resolved, budget, None, args.cap)
-        result = simulate(trace, budget, policy.name, params, args.cap, central)
-        return result, request.run_id
+        return replayer.simulate(budget), request.run_id
 
     parts = []
     for i, chunk in enumerate(maps.split(span, args.chunks)):

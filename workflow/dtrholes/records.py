@@ -63,6 +63,7 @@ class Usage:
     wall_s: float
     cpu_s: float
     peak_rss_bytes: int
+    resumed_at: int = 0  # the schedule command a map run's replay continued from (0: start)
 
 
 def utc_now() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dtrholes import centrality, records
 from dtrholes.records import Request, Usage
-from simulator import Result, Trace, simulate
+from simulator import Replayer, Result, Trace, simulate
 
 
 @dataclass(frozen=True)
@@ -29,25 +29,46 @@ def execute(request: Request, trace: Trace, results_dir: Path | None) -> Result:
     return simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
 
 
-def _execute(request: Request, trace: Trace, results_dir: Path) -> Outcome:
+class _Resumer:
+    """The map runs' replayer: a map tiles upward, each run continuing from the state the
+    one below it saved (exact, see `Replayer`); other stages' runs replay from the start."""
+
+    def __init__(self) -> None:
+        self.key, self.replayer = None, None
+
+    def execute(self, request: Request, trace: Trace, results_dir: Path) -> tuple[Result, int]:
+        if request.stage != "map":
+            return execute(request, trace, results_dir), 0
+        key = (request.trace, request.policy, request.params, request.overhead_cap)
+        if key != self.key:
+            params = dict(request.params)
+            central = centrality.for_policy(trace, request.policy, params, results_dir)
+            self.key = key
+            self.replayer = Replayer(trace, request.policy, params, request.overhead_cap, central)
+        return self.replayer.simulate(request.budget), self.replayer.resumed_from
+
+
+def _execute(request: Request, trace: Trace, results_dir: Path, resumer: _Resumer) -> Outcome:
     started, wall, cpu = records.utc_now(), time.perf_counter(), time.process_time()
-    result = execute(request, trace, results_dir)
+    result, resumed_at = resumer.execute(request, trace, results_dir)
     usage = Usage(
         started_utc=started,
         ended_utc=records.utc_now(),
         wall_s=time.perf_counter() - wall,
         cpu_s=time.process_time() - cpu,
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        resumed_at=resumed_at,
     )
     return Outcome(result, usage)
 
 
 def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
     traces: dict[str, Trace] = {}
+    resumer = _Resumer()
     while (request := connection.recv()) is not None:
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
-        connection.send(_execute(request, traces[request.trace], results_dir))
+        connection.send(_execute(request, traces[request.trace], results_dir, resumer))
 
 
 class _Worker:
