@@ -17,10 +17,12 @@ from tests.workflow.scenario import copy_of
 TRACE = "resnet32"
 
 
-def audit(directory: Path, capsys: pytest.CaptureFixture, out: Path) -> tuple[int, dict, str]:
+def audit(
+    directory: Path, capsys: pytest.CaptureFixture, out: Path, *more: str
+) -> tuple[int, dict, str]:
     """Run the audit CLI on a scenario, reporting into `out`; exit status, JSON report and
     what it printed."""
-    argv = ["audit", str(directory / "results"), "--data", str(directory / "data")]
+    argv = ["audit", str(directory / "results"), "--data", str(directory / "data"), *more]
     argv += ["--sheet", str(directory / "config" / "traces.tsv"), "--json", str(out / "a.json")]
     status = cli.main([*argv, "--markdown", str(out / "a.md"), "--evidence", str(out / "e.csv")])
     printed = capsys.readouterr()
@@ -114,6 +116,9 @@ def test_an_edited_outcome_fails(completed: Path, tmp_path: Path, capsys) -> Non
     assert status == 1
     assert_fails(report, "claims", path.stem)  # the records table says oom
     assert_fails(report, "re-execution", path.stem)  # a region edge point: always rerun
+    status, parallel, _ = audit(copy, capsys, tmp_path, "--workers", "2")
+    assert status == 1
+    assert failures(parallel, "re-execution") == failures(report, "re-execution")
 
 
 def test_an_edited_trace_byte_fails(completed: Path, tmp_path: Path, capsys) -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing as mp
+import os
 import random
 import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +62,8 @@ class Check:
 @dataclass(frozen=True)
 class Options:
     """What to audit and how: `protocol` is the rendered protocol the tables were made under
-    (default: the latest under results/protocol); `sample` records rerun besides edge points."""
+    (default: the latest under results/protocol); `sample` records rerun besides edge points,
+    by `workers` processes."""
 
     results: Path
     data: Path
@@ -67,6 +71,7 @@ class Options:
     protocol: Path | None = None
     sample: int = 20
     seed: int = SEED
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class Context:
     """What the checks read, loaded once; traces are parsed from the archive when needed."""
 
     options: Options
-    inv: evidence.Inventory
+    inv: evidence.Inventory | None  # None in a rerun worker, which reads no records
     sheet: dict[str, fetch.TraceEntry]
     traces: dict[str, Trace | str] = field(default_factory=dict)  # parsed, or why not
 
@@ -225,17 +230,17 @@ def _trace_problem(ctx: Context, name: str) -> str | None:
 def trace_of(ctx: Context, name: str) -> Trace | str:
     """The trace parsed from the archive's bytes, or why it cannot be trusted."""
     if name not in ctx.traces:
-        ctx.traces[name] = _parse(ctx, name)
+        ctx.traces[name] = _parse(ctx.options, ctx.sheet, name)
     return ctx.traces[name]
 
 
-def _parse(ctx: Context, name: str) -> Trace | str:
-    entry = ctx.sheet.get(name)
+def _parse(options: Options, sheet: dict[str, fetch.TraceEntry], name: str) -> Trace | str:
+    entry = sheet.get(name)
     if entry is None:
         return f"trace {name} is not in the trace sheet"
-    archive = ctx.options.data / fetch.ARCHIVE_NAME
+    archive = options.data / fetch.ARCHIVE_NAME
     if not archive.is_file():
-        fetch.fetch_archive(ctx.options.data, sheet=ctx.options.sheet)
+        fetch.fetch_archive(options.data, sheet=options.sheet)
     try:
         with zipfile.ZipFile(archive) as z:
             data = z.read(entry.member)
@@ -303,11 +308,38 @@ def _top(record: dict) -> int:
 
 def check_reexecution(ctx: Context) -> Check:
     chosen, timeouts = sample(ctx)
-    failures = [f for run_id in chosen for f in _rerun(ctx, ctx.inv.records[run_id])]
+    failures = [f for found in _reruns(ctx, chosen) for f in found]
     notes = [f"seed {ctx.options.seed}, {ctx.options.sample} sampled besides edge points"]
     if timeouts:
         notes.append(f"{len(timeouts)} timeout records not rerun: {', '.join(timeouts)}")
     return Check("re-execution", len(chosen), tuple(failures), tuple(notes))
+
+
+def _reruns(ctx: Context, chosen: list[str]) -> list[list[Failure]]:
+    """Each chosen record's rerun failures, in `chosen` order; with several workers (at most
+    the CPUs this process may use), each in a process of its own, the costliest (by recorded
+    CPU time) handed out first."""
+    found = [ctx.inv.records[run_id] for run_id in chosen]
+    workers = min(ctx.options.workers, len(os.sched_getaffinity(0)), len(found))
+    if workers < 2:
+        return [_rerun(ctx, record) for record in found]
+    order = sorted(range(len(found)), key=lambda i: -found[i]["cpu_s"])
+    context = mp.get_context("spawn")
+    init = (ctx.options, ctx.sheet)
+    with ProcessPoolExecutor(workers, context, _start_worker, init) as pool:
+        done = dict(zip(order, pool.map(_rerun_in_worker, [found[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(found))]
+
+
+_WORKER: list[Context] = []  # a rerun worker process's context: options, sheet, parsed traces
+
+
+def _start_worker(options: Options, sheet: dict[str, fetch.TraceEntry]) -> None:
+    _WORKER.append(Context(options, None, sheet))
+
+
+def _rerun_in_worker(record: dict) -> list[Failure]:
+    return _rerun(_WORKER[0], record)
 
 
 def _rerun(ctx: Context, record: dict) -> list[Failure]:

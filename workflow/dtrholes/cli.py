@@ -412,6 +412,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--sample", type=_count, default=20, help="records to rerun besides edges")
     p.add_argument("--seed", type=int, default=audit.SEED, help="seed of the rerun sample")
+    p.add_argument("--workers", type=_positive, default=1, help="processes rerunning records")
     p.add_argument("--markdown", type=Path, help="report (default: RESULTS/audit/audit.md)")
     p.add_argument("--json", type=Path, help="report (default: RESULTS/audit/audit.json)")
     p.add_argument("--evidence", type=Path, help="table (default: RESULTS/evidence.csv)")
@@ -433,6 +434,7 @@ def _audit(args: argparse.Namespace) -> int:
         args.protocol,
         args.sample,
         args.seed,
+        args.workers,
     )
     report = audit.run(options, time.perf_counter)
     folder = args.results / "audit"

@@ -18,11 +18,13 @@ rule audit_results:
         "results/logs/audit_results.log",
     benchmark:
         "results/benchmarks/audit_results.tsv"
+    threads: workflow.cores
     params:
         sheet=config["trace_sheet"],
         sample=config["audit_sample"],
         seed=config["audit_seed"],
     shell:
         "{DTR_HOLES} audit results --protocol {input.protocol} --data data --sheet {params.sheet}"
-        " --sample {params.sample} --seed {params.seed} --markdown {output.markdown}"
+        " --sample {params.sample} --seed {params.seed} --workers {threads}"
+        " --markdown {output.markdown}"
         " --json {output.json} --evidence {output.evidence} > {log} 2>&1"
