@@ -20,7 +20,6 @@ from dtrholes import (
     edges,
     explain,
     fetch,
-    figures,
     holes,
     maps,
     maptables,
@@ -390,7 +389,7 @@ def _map_table(args: argparse.Namespace) -> None:
 
 
 def _map_figure(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for this command
+    from dtrholes import figures  # plotting libraries load only for commands that plot
 
     figures.save(figures.map_strips([maps.read(p) for p in args.maps], args.trace), args.out)
 
@@ -570,6 +569,8 @@ def _explain_regions(args: argparse.Namespace) -> None:
 
 def _write_explanations(found: list[dict], out: Path) -> None:
     """explain.json and explain.md in directory `out`, and a figure per pair."""
+    from dtrholes import figures  # plotting libraries load only for commands that plot
+
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "explain.json", found)
     text = "".join(explain.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
@@ -627,7 +628,7 @@ def _crosscheck(args: argparse.Namespace) -> None:
 
 
 def _figures(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for this command
+    from dtrholes import figures  # plotting libraries load only for commands that plot
 
     peak = stages.read_output(args.baseline)["peak_memory"]
     rows = holes.read_rows(args.records)
