@@ -24,9 +24,14 @@ class Outcome:
 
 def execute(request: Request, trace: Trace, results_dir: Path | None) -> Result:
     """The simulation a request asks for (policies' centrality cached under `results_dir`)."""
-    params = dict(request.params)
-    central = centrality.for_policy(trace, request.policy, params, results_dir)
+    params, central = _inputs(request, trace, results_dir)
     return simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
+
+
+def _inputs(request: Request, trace: Trace, results_dir: Path | None):
+    """The policy's parameters, and the storages' centrality for policies that read it."""
+    params = dict(request.params)
+    return params, centrality.for_policy(trace, request.policy, params, results_dir)
 
 
 class _Resumer:
@@ -39,10 +44,9 @@ class _Resumer:
     def execute(self, request: Request, trace: Trace, results_dir: Path) -> tuple[Result, int]:
         if request.stage != "map":
             return execute(request, trace, results_dir), 0
-        key = (request.trace, request.policy, request.params, request.overhead_cap)
+        key = (request.trace_sha256, request.policy, request.params, request.overhead_cap)
         if key != self.key:
-            params = dict(request.params)
-            central = centrality.for_policy(trace, request.policy, params, results_dir)
+            params, central = _inputs(request, trace, results_dir)
             self.key = key
             self.replayer = Replayer(trace, request.policy, params, request.overhead_cap, central)
         return self.replayer.simulate(request.budget), self.replayer.resumed_from
