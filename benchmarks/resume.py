@@ -30,6 +30,18 @@ def tile(run, first: int, last: int) -> list:
     return results
 
 
+def tile_resumed(replayer: Replayer, first: int, last: int) -> tuple[list, list[int]]:
+    """`tile` with a Replayer; also the command each run started at (0: from the start)."""
+    starts = []
+
+    def run(budget: int):
+        result = replayer.simulate(budget)
+        starts.append(replayer.resumed_at)
+        return result
+
+    return tile(run, first, last), starts
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", required=True)
@@ -48,15 +60,9 @@ def main() -> int:
         started = time.perf_counter()
         plain = tile(lambda b: simulate(trace, b, args.policy), first, last)
         plain_s = min(plain_s, time.perf_counter() - started)
-        replayer, starts = Replayer(trace, args.policy, saves=args.saves), []
-
-        def resumed_run(budget: int):
-            result = replayer.simulate(budget)
-            starts.append(replayer.resumed_from)
-            return result
-
+        replayer = Replayer(trace, args.policy, saves=args.saves)
         started = time.perf_counter()
-        resumed = tile(resumed_run, first, last)
+        resumed, starts = tile_resumed(replayer, first, last)
         resumed_s = min(resumed_s, time.perf_counter() - started)
     bad = [a.budget for a, b in zip(plain, resumed, strict=True) if a != b]
     for budget in bad:

@@ -153,7 +153,7 @@ class Replayer:
         n = self.setup.commands
         self.cuts = sorted({n * k // saves for k in range(saves)} | {n})
         self.saved: _Saved | None = None
-        self.resumed_from = 0  # the command the last replay started from
+        self.resumed_at = 0  # the command the last replay started from
 
     def simulate(self, budget: int) -> Result:
         budget = _budget(budget)
@@ -163,7 +163,7 @@ class Replayer:
         else:
             start, state = 0, setup.new_state()
             work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
-        self.resumed_from, keep, status = start, None, kernel.RUNNING
+        self.resumed_at, keep, status = start, None, kernel.RUNNING
         for a, b in zip(self.cuts, self.cuts[1:], strict=False):
             if a < start:
                 continue

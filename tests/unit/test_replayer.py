@@ -21,7 +21,7 @@ def _tile_up(replayer: Replayer, trace: Trace, policy: str, cap, budget: int, la
     for _ in range(TILES):
         result = replayer.simulate(budget)
         assert result == simulate(trace, budget, policy, overhead_cap=cap), f"{label} at {budget}"
-        resumed += replayer.resumed_from > 0
+        resumed += replayer.resumed_at > 0
         if result.budget_hi is None:
             break
         budget = result.budget_hi + 1

@@ -49,7 +49,7 @@ class _Resumer:
             params, central = _inputs(request, trace, results_dir)
             self.key = key
             self.replayer = Replayer(trace, request.policy, params, request.overhead_cap, central)
-        return self.replayer.simulate(request.budget), self.replayer.resumed_from
+        return self.replayer.simulate(request.budget), self.replayer.resumed_at
 
 
 def _execute(request: Request, trace: Trace, results_dir: Path, resumer: _Resumer) -> Outcome:
