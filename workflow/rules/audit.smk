@@ -18,7 +18,7 @@ rule audit_results:
         "results/logs/audit_results.log",
     benchmark:
         "results/benchmarks/audit_results.tsv"
-    threads: workflow.cores
+    threads: config["audit_workers"]
     params:
         sheet=config["trace_sheet"],
         sample=config["audit_sample"],
