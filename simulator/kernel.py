@@ -3,9 +3,10 @@
 State is a handful of dense arrays: scalars in `g`, per-storage fields as rows of `sv`, region
 bitsets as planes of `bits` (one row of words per storage). Regions (evicted neighbourhoods)
 are absorbed exactly where simrd absorbs them and rebuilt to the same values it rebuilds, so
-the region compute values, and with them every score, equal simrd's (see `defer` for the
-rebuilds done later than simrd's). Functions take the few arrays they need: each array
-passed costs a reference-count update, which dominated earlier versions.
+the region compute values, and with them every score, equal simrd's (see `_owe` for the
+rebuilds done later than simrd's, `_shrink` for those done without a search). Functions take
+the few arrays they need: each array passed costs a reference-count update, which dominated
+earlier versions.
 """
 
 from __future__ import annotations
@@ -43,15 +44,17 @@ PEAK_PINNED, PEAK_PINNED_DEPTH, POOL_HEAD, POOL_TAIL, POOL_BYTES = 11, 12, 13, 1
 LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 20, 21, 22
 N_NODES, N_EVICTED, FALLBACKS, N_DUE, N_LISTED = 23, 24, 25, 26, 27
 EV_ON, EV_N, EV_FIRST_STEP, EV_LAST_STEP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
-N_SCALARS = 34
+EXACT = 34  # the stamp of regions that equal their rebuild from scratch (see _exact)
+N_SCALARS = 35
 
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
 N_TENSORS, N_FWD, N_REV, MATERIAL, PINNED, IN_POOL = 9, 10, 11, 12, 13, 14
 FWD_COUNT, REV_COUNT = 15, 16  # storages in each region's interior (|e*| = their sum)
-FWD_DUE, REV_DUE = 17, 18  # the region's rebuild is deferred until it is read (see defer)
+FWD_DUE, REV_DUE = 17, 18  # the region's rebuild is deferred until it is read (see _owe)
 LISTED, DUE_LIST = 19, 20  # storages that may owe a rebuild: flag, and the first N_LISTED ids
-N_FIELDS = 21
+FWD_EXACT, REV_EXACT = 21, 22  # g[EXACT] when the region is known to equal its rebuild
+N_FIELDS = 23
 
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
@@ -78,6 +81,7 @@ def new_state(layout: Layout, regions: bool) -> State:
     n_s, n_t = layout.stor.shape[1] - 1, layout.tens.shape[1]
     g = np.zeros(N_SCALARS, dtype=np.int64)
     g[CLOCK], g[POOL_HEAD], g[POOL_TAIL], g[HI], g[FAIL_OP] = 1, -1, -1, NO_LIMIT, -1
+    g[EXACT] = 1
     sv = np.zeros((N_FIELDS, n_s), dtype=np.int64)
     sv[NEXT] = sv[PREV] = sv[NODE] = -1
     shape = (4, n_s, (n_s + 63) // 64) if regions else (4, 1, 1)
@@ -164,6 +168,11 @@ def _set(bits: np.ndarray, plane: int, row: int, i: int) -> None:
     bits[plane, row, i >> 6] |= _U1 << np.uint64(i & 63)
 
 
+@njit(cache=True, inline="always")
+def _clear(bits: np.ndarray, plane: int, row: int, i: int) -> None:
+    bits[plane, row, i >> 6] &= ~(_U1 << np.uint64(i & 63))
+
+
 @njit(cache=True)
 def members(bits: np.ndarray, plane: int, row: int, out: np.ndarray) -> int:
     """Write the set bits of one row into `out`, ascending; return how many."""
@@ -181,7 +190,7 @@ def members(bits: np.ndarray, plane: int, row: int, out: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def rebuild(base, forward, sv, stor, flat, bits, stack) -> None:
+def rebuild(base, forward, g, sv, stor, flat, bits, stack) -> None:
     """Recompute base's region from scratch: evicted storages reachable until material ones."""
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
     ptr, visible = (S_FWD, N_FWD) if forward else (S_REV, N_REV)
@@ -207,11 +216,15 @@ def rebuild(base, forward, sv, stor, flat, bits, stack) -> None:
                 top += 1
     sv[FWD_C if forward else REV_C, base] = compute
     sv[FWD_COUNT if forward else REV_COUNT, base] = count
+    sv[FWD_EXACT if forward else REV_EXACT, base] = g[EXACT]
 
 
 @njit(cache=True)
-def absorb(p: int, s: int, forward: bool, sv: np.ndarray, bits: np.ndarray) -> None:
-    """p's region takes in just-evicted s (on its frontier) together with s's own region."""
+def absorb(p: int, s: int, forward: bool, g: np.ndarray, sv: np.ndarray, bits: np.ndarray) -> None:
+    """p's region takes in just-evicted s (on its frontier) together with s's own region.
+
+    The union is what a rebuild would find when both regions were exact (see _exact).
+    """
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
     bits[frontier, p, s >> 6] &= ~(_U1 << np.uint64(s & 63))
     added = 0
@@ -228,11 +241,14 @@ def absorb(p: int, s: int, forward: bool, sv: np.ndarray, bits: np.ndarray) -> N
             fresh &= fresh - _U1
     sv[FWD_C if forward else REV_C, p] += added
     sv[FWD_COUNT if forward else REV_COUNT, p] += count
+    exact = FWD_EXACT if forward else REV_EXACT
+    if sv[exact, s] != g[EXACT] or _has(bits, frontier, p, p):
+        sv[exact, p] = 0  # (a rebuild never puts p on its own frontier, a cycle through s can)
 
 
-@njit(cache=True)
-def defer(bases, forward, g, sv) -> None:
-    """Mark the listed regions as owing the rebuild simrd does here; `settle` runs it later.
+@njit(cache=True, inline="always")
+def _owe(base, forward, g, sv) -> None:
+    """Mark base's region as owing the rebuild simrd does here; `settle` runs it later.
 
     Most of these rebuilds are overwritten by another before anything reads them, and they
     were most of the time of thrashing runs. A region is read only when its storage is scored,
@@ -240,33 +256,118 @@ def defer(bases, forward, g, sv) -> None:
     value simrd's rebuild got: in between, nothing changed what a rebuild from scratch finds.
     An eviction on its frontier would have made it absorb (a read); a computed storage of its
     interior makes it owed again; the graph and the compute values change only in
-    `_create_outputs`, before which every owed region is settled. A pinned storage is never
-    scored, evicted or freed, so its regions are never read: simrd maintains them, skipping
-    them changes no decision.
+    `_create_outputs`, before which every owed region is settled.
     """
     due = FWD_DUE if forward else REV_DUE
-    for w in range(len(bases)):
-        word = bases[w]
-        while word:
-            base = w * 64 + _low_bit(word)
-            if not sv[PINNED, base] and not sv[due, base]:
-                sv[due, base] = 1
-                g[N_DUE] += 1
-                if not sv[LISTED, base]:
-                    sv[LISTED, base] = 1
-                    sv[DUE_LIST, g[N_LISTED]] = base
-                    g[N_LISTED] += 1
-            word &= word - _U1
+    if not sv[due, base]:
+        sv[due, base] = 1
+        g[N_DUE] += 1
+        if not sv[LISTED, base]:
+            sv[LISTED, base] = 1
+            sv[DUE_LIST, g[N_LISTED]] = base
+            g[N_LISTED] += 1
+
+
+@njit(cache=True, inline="always")
+def _exact(base, forward, g, sv) -> bool:
+    """Whether base's region is known to equal its rebuild from scratch.
+
+    simrd rebuilds some regions from scratch and keeps the others up to date, which can drift
+    from a rebuild (a new operator's edges, a cycle through an alias). A rebuild stamps the
+    region with g[EXACT]; a region whose storage gains an edge or compute loses its stamp
+    (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`. A new stamp
+    makes every region unknown: taken when a storage that is not material gains an edge or
+    compute (nothing lists the regions holding it), and when a storage being evicted has
+    regions that differ from their rebuild, so its frontiers may miss a region that takes it in
+    (`_confirmed`).
+    """
+    return not sv[FWD_DUE if forward else REV_DUE, base] and (
+        sv[FWD_EXACT if forward else REV_EXACT, base] == g[EXACT]
+    )
+
+
+@njit(cache=True)
+def _confirmed(base, forward, g, sv, stor, flat, bits, stack) -> bool:
+    """Whether base's region is exact, rebuilding it to compare when not known; a region
+    that differs from its rebuild keeps its value (simrd reads it) and stays unknown."""
+    if _exact(base, forward, g, sv):
+        return True
+    interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
+    count, compute = (FWD_COUNT, FWD_C) if forward else (REV_COUNT, REV_C)
+    kept_interior = bits[interior, base, :].copy()
+    kept_frontier = bits[frontier, base, :].copy()
+    kept_count, kept_compute = sv[count, base], sv[compute, base]
+    rebuild(base, forward, g, sv, stor, flat, bits, stack)
+    if (
+        sv[count, base] == kept_count
+        and sv[compute, base] == kept_compute
+        and (bits[interior, base, :] == kept_interior).all()
+        and (bits[frontier, base, :] == kept_frontier).all()
+    ):
+        return True
+    bits[interior, base, :] = kept_interior
+    bits[frontier, base, :] = kept_frontier
+    sv[count, base], sv[compute, base] = kept_count, kept_compute
+    sv[FWD_EXACT if forward else REV_EXACT, base] = 0
+    return False
+
+
+@njit(cache=True, inline="always")
+def _support(x, base, forward, sv, stor, flat, bits) -> None:
+    """Put material x on base's frontier iff base or a storage of its interior leads to x."""
+    interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
+    ptr, visible = (S_REV, N_REV) if forward else (S_FWD, N_FWD)  # who leads to x
+    if x == base:
+        return
+    for j in range(stor[ptr, x], stor[ptr, x] + sv[visible, x]):
+        z = flat[j]
+        if z == base or _has(bits, interior, base, z):
+            _set(bits, frontier, base, x)
+            return
+    _clear(bits, frontier, base, x)
+
+
+@njit(cache=True)
+def _shrink(base, forward, fresh, n_fresh, g, sv, stor, flat, bits) -> bool:
+    """Give base's exact region the value its rebuild would find now that `fresh` are
+    material, when each fresh storage of its interior has an empty region in that direction
+    (then nothing else was reached through it); False, changing nothing, otherwise.
+
+    The interior loses those storages, each fresh storage and each of their (material)
+    neighbours is on the frontier iff base or a remaining interior storage leads to it; other
+    frontier storages keep what led to them.
+    """
+    if not _exact(base, forward, g, sv):
+        return False
+    interior = FWD_INT if forward else REV_INT
+    count, compute = (FWD_COUNT, FWD_C) if forward else (REV_COUNT, REV_C)
+    ptr, visible = (S_FWD, N_FWD) if forward else (S_REV, N_REV)
+    for i in range(n_fresh):
+        if _has(bits, interior, base, fresh[i]) and sv[count, fresh[i]]:
+            return False
+    for i in range(n_fresh):
+        r = fresh[i]
+        if _has(bits, interior, base, r):
+            _clear(bits, interior, base, r)
+            sv[compute, base] -= sv[COMPUTE, r]
+            sv[count, base] -= 1
+    for i in range(n_fresh):
+        r = fresh[i]
+        _support(r, base, forward, sv, stor, flat, bits)
+        for j in range(stor[ptr, r], stor[ptr, r] + sv[visible, r]):
+            if sv[MATERIAL, flat[j]]:
+                _support(flat[j], base, forward, sv, stor, flat, bits)
+    return True
 
 
 @njit(cache=True, inline="always")
 def settle(base, forward, g, sv, stor, flat, bits, stack) -> None:
-    """Rebuild base's region if a rebuild is owed (see defer)."""
+    """Rebuild base's region if a rebuild is owed (see _owe)."""
     due = FWD_DUE if forward else REV_DUE
     if sv[due, base]:
         sv[due, base] = 0
         g[N_DUE] -= 1
-        rebuild(base, forward, sv, stor, flat, bits, stack)
+        rebuild(base, forward, g, sv, stor, flat, bits, stack)
 
 
 @njit(cache=True)
@@ -318,17 +419,28 @@ def _settle_bordering(s, g, sv, stor, flat, bits, stack) -> None:
 
 @njit(cache=True)
 def _rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, stack) -> None:
-    """Rebuild the regions of new material storages; owe one to the regions that bordered them."""
+    """Rebuild the regions of new material storages; the regions that held them shrink to
+    their rebuild (`_shrink`) or owe it (`_owe`). Pinned storages' regions are never read (a
+    pinned storage is never scored, evicted or freed): simrd maintains them, skipping them
+    changes no decision."""
     affected = np.zeros(bits.shape[2], np.uint64)
     affected_rev = np.zeros(bits.shape[2], np.uint64)
     for i in range(n_fresh):
         s = fresh[i]
-        rebuild(s, True, sv, stor, flat, bits, stack)
-        rebuild(s, False, sv, stor, flat, bits, stack)
+        rebuild(s, True, g, sv, stor, flat, bits, stack)
+        rebuild(s, False, g, sv, stor, flat, bits, stack)
         affected |= bits[REV_FR, s, :]
         affected_rev |= bits[FWD_FR, s, :]
-    defer(affected, True, g, sv)
-    defer(affected_rev, False, g, sv)
+    for forward, bases in ((True, affected), (False, affected_rev)):
+        for w in range(len(bases)):
+            word = bases[w]
+            while word:
+                base = w * 64 + _low_bit(word)
+                if not sv[PINNED, base] and not _shrink(
+                    base, forward, fresh, n_fresh, g, sv, stor, flat, bits
+                ):
+                    _owe(base, forward, g, sv)
+                word &= word - _U1
 
 
 # ---------------------------------------------------------------- equivalence classes
@@ -640,6 +752,10 @@ def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_par
     """simrd's RuntimeV2Optimized._evict: free s, grow the regions and classes around it."""
     if regions:
         _settle_bordering(s, g, sv, stor, flat, bits, scratch)
+        if not _confirmed(s, True, g, sv, stor, flat, bits, scratch) or not _confirmed(
+            s, False, g, sv, stor, flat, bits, scratch
+        ):
+            g[EXACT] += 1  # s's frontiers may miss a region that takes s in: trust none
     sv[MATERIAL, s] = 0
     g[MEM] -= stor[S_SIZE, s]
     pool_remove(g, sv, s, stor[S_SIZE, s])
@@ -651,9 +767,10 @@ def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_par
             n = members(bits, plane, s, scratch)
             for i in range(n):
                 if not sv[PINNED, scratch[i]]:
-                    absorb(scratch[i], s, forward, sv, bits)
+                    absorb(scratch[i], s, forward, g, sv, bits)
         bits[:, s, :] = 0
         sv[FWD_C, s] = sv[REV_C, s] = sv[FWD_COUNT, s] = sv[REV_COUNT, s] = 0
+        sv[FWD_EXACT, s] = sv[REV_EXACT, s] = 0
     if eqclass:
         # A new class for s, merged with the classes of its evicted neighbours.
         node = _new_class(s, sv[COMPUTE, s], g, sv, uf_parent, uf_value)
@@ -955,6 +1072,15 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
     return RUNNING, (frames, snap, log, ev), uf
 
 
+@njit(cache=True, inline="always")
+def _touch(s: int, g: np.ndarray, sv: np.ndarray) -> None:
+    """s gains an edge or compute: its regions are no longer known exact, nor, while s is
+    not material, any region holding it (see _exact)."""
+    sv[FWD_EXACT, s] = sv[REV_EXACT, s] = 0
+    if not sv[MATERIAL, s]:
+        g[EXACT] += 1
+
+
 @njit(cache=True)
 def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
     """Register op's outputs on their storages and as neighbours of its arguments' storages.
@@ -966,13 +1092,16 @@ def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
         s = tens[T_STORAGE, t]
         if eqclass and sv[N_TENSORS, s] == 0:
             _new_class(s, 0, g, sv, uf[0], uf[1])
+        if sv[N_TENSORS, s]:
+            _touch(s, g, sv)  # a new storage is in no region and its own are rebuilt
         sv[N_TENSORS, s] += 1
         sv[COMPUTE, s] += tens[T_GAIN, t]
         sv[REF_EXT, s] += 1
     for j in range(ops[OP_FWD_GROWTH, op], ops[OP_FWD_GROWTH, op + 1]):
         sv[N_FWD, flat[j]] += 1
+        _touch(flat[j], g, sv)
     for j in range(ops[OP_REV_GROWTH, op], ops[OP_REV_GROWTH, op + 1]):
-        sv[N_REV, flat[j]] += 1
+        sv[N_REV, flat[j]] += 1  # an output's storage: touched above unless new
 
 
 def new_work(L: Layout, st: State, eqclass: bool):
