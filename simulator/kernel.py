@@ -275,11 +275,10 @@ def _exact(base, forward, g, sv) -> bool:
     simrd rebuilds some regions from scratch and keeps the others up to date, which can drift
     from a rebuild (a new operator's edges, a cycle through an alias). A rebuild stamps the
     region with g[EXACT]; a region whose storage gains an edge or compute loses its stamp
-    (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`. A new stamp
-    makes every region unknown: taken when a storage that is not material gains an edge or
-    compute (nothing lists the regions holding it), and when a storage being evicted has
-    regions that differ from their rebuild, so its frontiers may miss a region that takes it in
-    (`_confirmed`).
+    (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`; an eviction
+    that simrd's drifted frontiers hide from a region takes its stamp (`_unstamp_missed`). A new
+    stamp makes every region unknown: taken when a storage that is not material gains an edge
+    or compute (nothing lists the regions holding it).
     """
     return not sv[FWD_DUE if forward else REV_DUE, base] and (
         sv[FWD_EXACT if forward else REV_EXACT, base] == g[EXACT]
@@ -287,11 +286,14 @@ def _exact(base, forward, g, sv) -> bool:
 
 
 @njit(cache=True)
-def _confirmed(base, forward, g, sv, stor, flat, bits, stack) -> bool:
-    """Whether base's region is exact, rebuilding it to compare when not known; a region
-    that differs from its rebuild keeps its value (simrd reads it) and stays unknown."""
+def _unstamp_missed(base, forward, g, sv, stor, flat, bits, stack) -> None:
+    """base is about to be evicted: if its region is not known exact, compare it with its
+    rebuild. If it drifted, simrd keeps and absorbs the drifted value, so base's stamp stays
+    lost (and with it the stamps of the regions absorbing it, see absorb), and the regions on
+    the rebuilt frontier but not on the kept one lose theirs: from scratch they take base in,
+    but no absorb tells them."""
     if _exact(base, forward, g, sv):
-        return True
+        return
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
     count, compute = (FWD_COUNT, FWD_C) if forward else (REV_COUNT, REV_C)
     kept_interior = bits[interior, base, :].copy()
@@ -304,12 +306,17 @@ def _confirmed(base, forward, g, sv, stor, flat, bits, stack) -> bool:
         and (bits[interior, base, :] == kept_interior).all()
         and (bits[frontier, base, :] == kept_frontier).all()
     ):
-        return True
+        return
+    missed = REV_EXACT if forward else FWD_EXACT  # the direction in which they take base in
+    for w in range(bits.shape[2]):
+        word = bits[frontier, base, w] & ~kept_frontier[w]
+        while word:
+            sv[missed, w * 64 + _low_bit(word)] = 0
+            word &= word - _U1
     bits[interior, base, :] = kept_interior
     bits[frontier, base, :] = kept_frontier
     sv[count, base], sv[compute, base] = kept_count, kept_compute
     sv[FWD_EXACT if forward else REV_EXACT, base] = 0
-    return False
 
 
 @njit(cache=True, inline="always")
@@ -752,10 +759,8 @@ def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_par
     """simrd's RuntimeV2Optimized._evict: free s, grow the regions and classes around it."""
     if regions:
         _settle_bordering(s, g, sv, stor, flat, bits, scratch)
-        if not _confirmed(s, True, g, sv, stor, flat, bits, scratch) or not _confirmed(
-            s, False, g, sv, stor, flat, bits, scratch
-        ):
-            g[EXACT] += 1  # s's frontiers may miss a region that takes s in: trust none
+        _unstamp_missed(s, True, g, sv, stor, flat, bits, scratch)
+        _unstamp_missed(s, False, g, sv, stor, flat, bits, scratch)
     sv[MATERIAL, s] = 0
     g[MEM] -= stor[S_SIZE, s]
     pool_remove(g, sv, s, stor[S_SIZE, s])
