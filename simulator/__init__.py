@@ -1,6 +1,13 @@
 """A pure-function replay of DTR training traces that makes exactly simrd's eviction decisions."""
 
-from simulator.api import Replayer, budget_for, peak_memory, simulate, simulate_events
+from simulator.api import (
+    Replayer,
+    budget_for,
+    peak_memory,
+    prepare,
+    simulate,
+    simulate_events,
+)
 from simulator.errors import PolicyError, TraceError, UserError
 from simulator.events import Events
 from simulator.policies import POLICIES, get_policy
@@ -21,6 +28,7 @@ __all__ = [
     "get_policy",
     "parse_trace",
     "peak_memory",
+    "prepare",
     "read_archive_member",
     "read_trace",
     "simulate",

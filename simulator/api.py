@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numba
 import numpy as np
 
 from simulator import centrality as central
@@ -47,6 +48,19 @@ def simulate(
     """
     options = (policy, params, overhead_cap, centrality, retain)
     return _replay(trace, budget, *options, record=False, window=(0, -1))[0]
+
+
+def prepare(
+    trace: Trace,
+    policy: str = "dtr",
+    params: dict[str, float] | None = None,
+    overhead_cap: float | None = None,
+    centrality: np.ndarray | None = None,
+) -> None:
+    """Make `simulate` ready for this trace and policy without replaying anything: the
+    trace's layout is built and the kernel loaded from its cache (or compiled) for the
+    argument types the replay will pass."""
+    _Setup.of(trace, policy, params, overhead_cap, centrality, ()).prepare()
 
 
 def simulate_events(
@@ -100,6 +114,13 @@ class _Setup:
 
     def new_state(self) -> kernel.State:
         return kernel.new_state(self.layout, self.policy.regions)
+
+    def prepare(self) -> None:
+        state = self.new_state()
+        work, uf = kernel.new_work(self.layout, state, self.policy.eqclass)
+        p = self.policy
+        args = (self.layout, state, work, uf, 0, self.rule, self.limit, p.regions, p.eqclass, 0, 0)
+        kernel.replay.compile(tuple(numba.typeof(a) for a in args))
 
     def run(self, state, work, uf, budget: int, start: int, stop: int):
         """Commands start..stop - 1 of the schedule: (kernel status, work, uf)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -107,15 +108,21 @@ def test_runner_writes_one_record_per_request_and_resumes(tmp_path) -> None:
         assert record["status"] == "complete" and record["result"] == expected
 
 
-def test_runner_records_a_timeout_when_the_guard_expires(tmp_path) -> None:
-    (path,) = run_requests([request(150, guard_s=1e-4)], load_tiny, tmp_path, progress=print)
-    record = records.read_record(path)
-    assert record["status"] == "timeout" and record["result"] is None
+@pytest.mark.parametrize("fresh", [False, True])
+def test_runner_records_a_timeout_when_the_guard_expires(tmp_path, fresh) -> None:
+    requests = [request(150, guard_s=1e-9), request(170)]
+    paths = run_requests(requests, load_tiny, tmp_path, fresh=fresh, progress=print)
+    timeout, after = (records.read_record(path) for path in paths)
+    assert timeout["status"] == "timeout" and timeout["result"] is None
+    assert after["result"] == simulate(TRACE, 170, "dtr").to_dict()  # the session goes on
 
 
 def test_fresh_sessions_run_each_request_in_a_new_process(tmp_path) -> None:
     with Session(load_tiny, tmp_path, fresh=True) as session:
         first, executed = session.run(request(150))
-        assert executed and session.worker.process is None  # the worker is gone after each run
-        again, executed = session.run(request(150))
-    assert not executed and again == first == simulate(TRACE, 150, "dtr")
+        session.run(request(170))
+        again, executed_again = session.run(request(150))
+        template = session.worker.process.pid
+    assert executed and not executed_again and again == first == simulate(TRACE, 150, "dtr")
+    pids = [records.read_record(tmp_path / f"{request(b).run_id}.json")["pid"] for b in (150, 170)]
+    assert len({*pids, template, os.getpid()}) == 4  # neither the template nor this process

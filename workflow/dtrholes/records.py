@@ -64,6 +64,7 @@ class Usage:
     cpu_s: float
     peak_rss_bytes: int
     resumed_at: int = 0  # the schedule command a map run's replay continued from (0: start)
+    pid: int | None = None  # the process that ran it (None: a timeout, killed unanswered)
 
 
 def utc_now() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import resource
 import time
 from collections.abc import Callable, Iterable
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from dtrholes import centrality, records
 from dtrholes.records import Request, Usage
-from simulator import Replayer, Result, Trace, simulate
+from simulator import Replayer, Result, Trace, prepare, simulate
 
 
 @dataclass(frozen=True)
@@ -62,35 +63,68 @@ def _execute(request: Request, trace: Trace, results_dir: Path, resumer: _Resume
         cpu_s=time.process_time() - cpu,
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         resumed_at=resumed_at,
+        pid=os.getpid(),
     )
     return Outcome(result, usage)
 
 
 def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
+    """Runs every request it is sent; the caller kills it when one outlives the guard."""
     traces: dict[str, Trace] = {}
     resumer = _Resumer()
-    while (request := connection.recv()) is not None:
+    while (asked := connection.recv()) is not None:
+        request, _ = asked
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
         connection.send(_execute(request, traces[request.trace], results_dir, resumer))
 
 
-class _Worker:
-    """A worker process; killed and replaced when a request outlives the guard."""
+def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
+    """Runs no simulation: loads each request's trace and compiled kernel, then answers the
+    request from a child forked for it alone, killed when it outlives the guard. Each run thus
+    starts in a new process that ran nothing before, without paying again for the interpreter,
+    the imports, the trace and the kernel."""
+    traces: dict[str, Trace] = {}
+    fork = mp.get_context("fork")
+    while (asked := connection.recv()) is not None:
+        request, guard_s = asked
+        if request.trace not in traces:
+            traces[request.trace] = load(request.trace)
+        trace = traces[request.trace]
+        params, central = _inputs(request, trace, results_dir)
+        prepare(trace, request.policy, params, request.overhead_cap, central)
+        mine, theirs = fork.Pipe()
+        child = fork.Process(target=_answer, args=(theirs, request, trace, results_dir))
+        child.start()
+        theirs.close()  # so that a child dying unanswered is an EOF, not a timeout
+        outcome = mine.recv() if mine.poll(guard_s) else None
+        child.kill()
+        child.join()
+        connection.send(outcome)
 
-    def __init__(self, load: Callable[[str], Trace], results_dir: Path | None):
-        self.args = (load, results_dir)
+
+def _answer(connection, request: Request, trace: Trace, results_dir: Path) -> None:
+    connection.send(_execute(request, trace, results_dir, _Resumer()))
+
+
+class _Worker:
+    """A worker process answering requests: `_worker` (reused; killed and replaced when a
+    request outlives the guard) or `_template` (a new process per request, guarded inside)."""
+
+    def __init__(self, load: Callable[[str], Trace], results_dir: Path | None, fresh: bool):
+        self.target, self.args = (_template if fresh else _worker), (load, results_dir)
         self.process = None
 
     def ask(self, request: Request, guard_s: float | None) -> Outcome | None:
-        """The worker's answer, or None when it took longer than `guard_s` (None: no guard)."""
+        """The answer, or None when the run took longer than `guard_s` (None: no guard)."""
         if self.process is None:
             context = mp.get_context("spawn")
             self.connection, child = context.Pipe()
-            self.process = context.Process(target=_worker, args=(child, *self.args), daemon=True)
+            self.process = context.Process(target=self.target, args=(child, *self.args))
+            self.process.daemon = self.target is _worker  # a template has children of its own
             self.process.start()
-        self.connection.send(request)
-        if self.connection.poll(guard_s):
+        self.connection.send((request, guard_s))
+        if self.connection.poll(None if self.target is _template else guard_s):
             return self.connection.recv()
         self.close(kill=True)
         return None
@@ -115,7 +149,7 @@ class Session:
 
     `load` must be picklable (a module-level function): it runs in the worker process, which
     caches policies' centrality under `results_dir`. With `fresh`, every request runs in a new
-    worker process that has run nothing before.
+    process that has run nothing before (forked from one that loaded the trace and kernel).
     """
 
     def __init__(
@@ -125,8 +159,8 @@ class Session:
         results_dir: Path | None = None,
         fresh: bool = False,
     ):
-        self.directory, self.fresh = Path(directory), fresh
-        self.worker = _Worker(load, results_dir)
+        self.directory = Path(directory)
+        self.worker = _Worker(load, results_dir, fresh)
 
     def __enter__(self) -> Session:
         return self
@@ -142,8 +176,6 @@ class Session:
             return (None if result is None else Result.from_dict(result)), False
         started, wall = records.utc_now(), time.perf_counter()
         outcome = self.worker.ask(request, request.wall_clock_s)
-        if self.fresh:
-            self.worker.close()
         if outcome is None:
             usage, result = _timeout_usage(started, time.perf_counter() - wall), None
         else:

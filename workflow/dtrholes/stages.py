@@ -3,6 +3,7 @@ explanations."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Iterable
@@ -160,18 +161,23 @@ def _edge_row(job: Job, a: holes.Sample, b: holes.Sample, edge: edges.Edge) -> d
 
 def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
     """Rerun every confirmation point of every region `repeats` times, each in a fresh process,
-    and compare each Result with the original; returns the regions and the repeats' run ids."""
+    and compare each Result with the original; returns the regions and the repeats' run ids.
+    Repeat i of every point comes from the i-th fresh session: its own spawned interpreter
+    (hash seed included) whose forked children run one repeat each."""
     confirmation = job.params["confirmation"]
     known = first_results(listed)
     collapsed = holes.collapse(series(listed))
     ratios = {s.budget: s.ratio for s in collapsed}
     regions, run_ids = [], []
-    with job.session(fresh=True) as session:
+    with contextlib.ExitStack() as stack:
+        sessions = [
+            stack.enter_context(job.session(fresh=True)) for _ in range(confirmation["repeats"])
+        ]
         for region in holes.summarise(collapsed).regions:
             points = []
             for budget in holes.confirmation_points(region, collapsed, confirmation["points"]):
                 disagree = []
-                for i in range(1, confirmation["repeats"] + 1):
+                for i, session in enumerate(sessions, 1):
                     request = job.request("repeat", budget, ratios[budget], i)
                     run_ids.append(request.run_id)
                     result = session.run(request)[0]
