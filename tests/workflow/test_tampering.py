@@ -121,6 +121,24 @@ def test_an_edited_outcome_fails(completed: Path, tmp_path: Path, capsys) -> Non
     assert failures(parallel, "re-execution") == failures(report, "re-execution")
 
 
+def test_repeats_sharing_a_process_fail(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    budget = json.loads((copy / "results" / "repeats" / TRACE / "dtr.json").read_text())
+    budget = budget["regions"][0]["first_fail"]
+    paths = [
+        path
+        for path in sorted((copy / "results" / "records").glob("*.json"))
+        if (r := json.loads(path.read_text()))["stage"] == "repeat" and r["budget"] == budget
+    ]
+    first, second = (json.loads(path.read_text()) for path in paths[:2])
+    assert first["pid"] != second["pid"]
+    second["pid"] = first["pid"]
+    paths[1].write_text(json.dumps(second, sort_keys=True, indent=1) + "\n")
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert_fails(report, "provenance", paths[1].stem)
+
+
 def test_an_edited_trace_byte_fails(completed: Path, tmp_path: Path, capsys) -> None:
     copy = copy_of(completed, tmp_path)
     archive = copy / "data" / fetch.ARCHIVE_NAME

@@ -186,7 +186,25 @@ def check_provenance(ctx: Context) -> Check:
         if problem:
             where = f"record {run_ids[0]} (and {len(run_ids) - 1} more of trace {name})"
             failures.append(Failure("provenance", where, problem))
+    failures += _shared_processes(ctx)
     return Check("provenance", len(ctx.inv.records), tuple(failures), _code_notes(ctx))
+
+
+def _shared_processes(ctx: Context) -> list[Failure]:
+    """Repeats of one point that name the same process (of those recording it): each must
+    have run in a new one."""
+    first: dict[tuple, str] = {}
+    failures = []
+    for r in ctx.inv.records.values():
+        if r["stage"] != "repeat" or r.get("pid") is None:
+            continue
+        params = json.dumps(r["policy"]["params"], sort_keys=True)
+        point = (r["trace"]["name"], r["policy"]["name"], params, r["budget"])
+        other = first.setdefault((*point, r["environment"]["host"], r["pid"]), r["run_id"])
+        if other != r["run_id"]:
+            message = f"a repeat that ran in the process of repeat {other}, not a new one"
+            failures.append(Failure("provenance", f"record {r['run_id']}", message))
+    return failures
 
 
 def _record_provenance(ctx: Context, record: dict) -> list[Failure]:
