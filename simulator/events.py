@@ -44,11 +44,31 @@ class Events:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def of(self, *kinds: str) -> list[dict]:
-        """The events of these kinds in order, each a dict with its position `seq` and step."""
-        wanted = [KINDS.index(kind) for kind in kinds]
-        picked = np.flatnonzero(np.isin(self.rows[:, 0], wanted))
-        return [self.event(int(i)) for i in picked]
+    def of(self, *kinds: str, steps: tuple[int, int] | None = None) -> list[dict]:
+        """The events of these kinds in order, each a dict with its position `seq` and step
+        (only those at steps `steps[0]`..`steps[1]` when given)."""
+        return [self.event(int(i)) for i in self.where(*kinds, steps=steps)]
+
+    def where(self, *kinds: str, steps: tuple[int, int] | None = None) -> np.ndarray:
+        """The positions of the events `of` lists."""
+        picked = np.isin(self.rows[:, 0], [KINDS.index(kind) for kind in kinds])
+        if steps is not None:
+            step = self.rows[:, -1]
+            picked &= (steps[0] <= step) & (step <= steps[1])
+        return np.flatnonzero(picked)
+
+    def values(self, positions: np.ndarray, name: str) -> np.ndarray:
+        """One column of the events at `positions`, as stored (storages and tensors by index,
+        kinds by their index in KINDS); every kind among them must have it at one place."""
+        if name in ("kind", "step"):
+            return self.rows[positions, 0 if name == "kind" else -1]
+        kinds = np.unique(self.rows[positions, 0]).astype(int)
+        (place,) = {COLUMNS[KINDS[k]].index(name) for k in kinds} or {0}
+        return self.rows[positions, place + 1]
+
+    def count(self, kind: str, start: int, end: int) -> int:
+        """How many events of this kind are at positions `start`..`end - 1`."""
+        return int(np.count_nonzero(self.rows[start:end, 0] == KINDS.index(kind)))
 
     def event(self, seq: int) -> dict:
         row = self.rows[seq]

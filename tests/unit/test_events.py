@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator import UserError, simulate, simulate_events
+from tests.tracegen import random_trace_text, tiny_trace
 from tests.unit.test_simulate import CHAIN, OOM_TEXT, TIE, _trace
 
 
@@ -67,3 +68,26 @@ def test_retaining_an_unknown_storage_is_a_user_error() -> None:
 def test_a_bad_window_is_a_user_error() -> None:
     with pytest.raises(UserError, match="step window"):
         simulate_events(_trace(CHAIN), 20, candidates=(-1, 3))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_positions_columns_and_counts_agree_with_the_listed_events(seed) -> None:
+    trace = tiny_trace(random_trace_text(seed))
+    budget = int(simulate(trace, 10**15).peak_memory * 0.6)
+    _, events = simulate_events(trace, budget, candidates=(5, 25))
+    names = {"storage": events.storage_names, "tensor": events.tensor_names}
+    for kinds in (("decision",), ("evict", "free"), ("remat", "rebuilt"), ("candidate",)):
+        listed = events.of(*kinds)
+        positions = events.where(*kinds)
+        assert [e["seq"] for e in listed] == positions.tolist()
+        for column in ("step", "op", "storage"):
+            got = [int(v) for v in events.values(positions, column)]
+            if column in names:
+                got = [names[column][v] for v in got]
+            assert got == [e[column] for e in listed]
+        assert events.of(*kinds, steps=(10, 20)) == [e for e in listed if 10 <= e["step"] <= 20]
+    middle = len(events) // 2
+    for kind in ("evict", "remat"):
+        before = sum(e["seq"] < middle for e in events.of(kind))
+        assert events.count(kind, 0, middle) == before
+        assert events.count(kind, middle, len(events)) == len(events.of(kind)) - before

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator import Events, Result, Trace, UserError, simulate, simulate_events
+from simulator.events import KINDS
 from simulator.result import OK
 
 TOP = 5  # candidates listed per decision in the probe
@@ -86,20 +89,22 @@ def summary(r: Result, peak: int | None) -> dict:
     }
 
 
-def _key(decision: dict) -> tuple:
-    return decision["step"], decision["op"], decision["storage"]
-
-
 def _divergence(ok: Events, fail: Events) -> dict:
     """The common prefix of the two runs' eviction decisions and the first that differs."""
     events = {"ok": ok, "fail": fail}
-    runs = {name: e.of("decision") for name, e in events.items()}
-    pairs = zip(runs["ok"], runs["fail"], strict=False)
-    common = next((i for i, (a, b) in enumerate(pairs) if _key(a) != _key(b)), None)
-    if common is None:
-        common = min(len(runs["ok"]), len(runs["fail"]))
-    at = {name: d[common] if common < len(d) else None for name, d in runs.items()}
-    split = {name: at[name]["seq"] if at[name] else math.inf for name in runs}
+    runs = {name: e.where("decision") for name, e in events.items()}
+    keys = {
+        name: np.stack([events[name].values(d, c) for c in ("step", "op", "storage")], axis=1)
+        for name, d in runs.items()
+    }
+    n = min(len(d) for d in runs.values())
+    differ = np.flatnonzero((keys["ok"][:n] != keys["fail"][:n]).any(axis=1))
+    common = int(differ[0]) if len(differ) else n
+    at = {
+        name: events[name].event(int(d[common])) if common < len(d) else None
+        for name, d in runs.items()
+    }
+    split = {name: at[name]["seq"] if at[name] else len(events[name]) for name in runs}
     first = [d for d in at.values() if d]
     return {
         "common_prefix": common,
@@ -118,28 +123,28 @@ def _decision(d: dict | None) -> dict | None:
     return {k: _json_number(d[k]) for k in keys}
 
 
-def _counts(events: Events, start: float, end: float) -> dict:
-    picked = [e for e in events.of("evict", "remat") if start <= e["seq"] < end]
+def _counts(events: Events, start: int, end: int) -> dict:
     return {
-        "evictions": sum(e["kind"] == "evict" for e in picked),
-        "rematerializations": sum(e["kind"] == "remat" for e in picked),
+        "evictions": events.count("evict", start, end),
+        "rematerializations": events.count("remat", start, end),
     }
 
 
 def _cascade(fail: Result, events: Events, ok_events: Events) -> dict:
     """The rematerializations in progress when the failing run stopped, outermost first, each
     with the eviction that made it necessary (and the completing run's fate of that storage)."""
-    stack: list[dict] = []
-    for e in events.of("remat", "rebuilt"):
-        if e["kind"] == "remat":
-            stack.append(e)
+    stack: list[int] = []
+    nested = events.where("remat", "rebuilt")
+    for at, kind in zip(nested.tolist(), events.values(nested, "kind").tolist(), strict=True):
+        if kind == KINDS.index("remat"):
+            stack.append(at)
         else:
             stack.pop()
     (failure,) = events.of("fail")
-    removed = {e["storage"]: e for e in events.of("evict", "free")}
-    ok_evicted: dict[str, dict] = {}
-    for e in ok_events.of("evict"):
-        ok_evicted.setdefault(e["storage"], e)
+    frames = np.array(stack, dtype=np.int64)
+    storages = events.values(frames, "storage")
+    removed = _by_storage(events, ("evict", "free"), storages, last=True)
+    ok_evicted = _by_storage(ok_events, ("evict",), storages, last=False)
     return {
         "step": failure["step"],
         "op": failure["op"],
@@ -148,18 +153,30 @@ def _cascade(fail: Result, events: Events, ok_events: Events) -> dict:
         "pinned": failure["pinned"],
         "depth": failure["depth"],
         "over_budget": failure["over_budget"],
-        "rebuilding": [_rebuilt(frame, removed, ok_evicted, failure) for frame in stack],
+        "rebuilding": [
+            _rebuilt(events.event(at), removed[i], ok_evicted[i], failure)
+            for i, at in enumerate(stack)
+        ],
     }
 
 
-def _rebuilt(frame: dict, removed: dict, ok_evicted: dict, failure: dict) -> dict:
-    """A storage being rebuilt, with how it last left memory: evicted by a decision or freed
-    when its last reference was released (a freed storage is still rebuilt as a parent)."""
-    storage = frame["storage"]
-    last = removed.get(storage)
-    in_ok = ok_evicted.get(storage)
+def _by_storage(events: Events, kinds: tuple[str, ...], storages: np.ndarray, last: bool):
+    """For each storage (by index), its last (or first) event of these kinds, or None."""
+    positions = events.where(*kinds)
+    of = events.values(positions, "storage")
+    found = []
+    for s in storages:
+        hits = positions[of == s]
+        found.append(events.event(int(hits[-1 if last else 0])) if len(hits) else None)
+    return found
+
+
+def _rebuilt(frame: dict, last: dict | None, in_ok: dict | None, failure: dict) -> dict:
+    """A storage being rebuilt, with how it last left memory (`last`: evicted by a decision or
+    freed when its last reference was released; a freed storage is still rebuilt as a parent)
+    and the completing run's first eviction of it (`in_ok`)."""
     return {
-        "storage": storage,
+        "storage": frame["storage"],
         "op": frame["op"],
         "depth": frame["depth"],
         "size": last and last["size"],
@@ -195,18 +212,17 @@ def _probe(pair: Pair, window: tuple[int, int], top: int) -> dict:
 def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
     """Per step of the window that evicted, rematerialized or failed: what it did."""
     steps: dict[int, dict] = {}
-    for e in events.of("evict", "remat", "fail"):
-        if window[0] <= e["step"] <= window[1]:
-            step = steps.setdefault(
-                e["step"], {"step": e["step"], "evicted": [], "remats": 0, "depth": 0}
-            )
-            if e["kind"] == "evict":
-                step["evicted"].append(e["storage"])
-            elif e["kind"] == "remat":
-                step["remats"] += 1
-                step["depth"] = max(step["depth"], e["depth"])
-            else:
-                step["failed"] = {"op": e["op"], "outcome": e["outcome"], "depth": e["depth"]}
+    for e in events.of("evict", "remat", "fail", steps=window):
+        step = steps.setdefault(
+            e["step"], {"step": e["step"], "evicted": [], "remats": 0, "depth": 0}
+        )
+        if e["kind"] == "evict":
+            step["evicted"].append(e["storage"])
+        elif e["kind"] == "remat":
+            step["remats"] += 1
+            step["depth"] = max(step["depth"], e["depth"])
+        else:
+            step["failed"] = {"op": e["op"], "outcome": e["outcome"], "depth": e["depth"]}
     return list(steps.values())
 
 
@@ -216,7 +232,11 @@ def _decisions(events: Events, top: int) -> list[dict]:
     chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover test)."""
     listed: list[dict] = []
     pool: list[dict] = []
-    for e in events.of("candidate", "decision"):
+    positions = events.where("candidate", "decision")
+    candidate = events.values(positions, "kind") == KINDS.index("candidate")
+    scored = candidate.copy()  # candidates, and each decision right after some (their pool)
+    scored[1:] |= candidate[:-1]
+    for e in (events.event(int(at)) for at in positions[scored]):
         if e["kind"] == "candidate":
             pool.append(e)
             continue
