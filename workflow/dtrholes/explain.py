@@ -231,40 +231,34 @@ def _decisions(events: Events, top: int) -> list[dict]:
     to the first zero score (where a scan stops), ranked by score, ties to the later one. The
     chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover test)."""
     listed: list[dict] = []
-    pool: list[dict] = []
     positions = events.where("candidate", "decision")
-    candidate = events.values(positions, "kind") == KINDS.index("candidate")
-    scored = candidate.copy()  # candidates, and each decision right after some (their pool)
-    scored[1:] |= candidate[:-1]
-    for e in (events.event(int(at)) for at in positions[scored]):
-        if e["kind"] == "candidate":
-            pool.append(e)
-            continue
-        if pool:
-            ranked = _ranked(pool)
-            names = [c["storage"] for c in ranked]
-            rank = names.index(e["storage"]) + 1 if e["storage"] in names else None
-            listed.append(
-                {
-                    **_decision(e),
-                    "rank": rank,
-                    "candidates": len(ranked),
-                    "top": [_candidate(c) for c in ranked[:top]],
-                }
-            )
-        pool = []
+    decided = np.flatnonzero(events.values(positions, "kind") == KINDS.index("decision"))
+    for begin, at in zip([0, *(decided[:-1] + 1).tolist()], decided.tolist(), strict=True):
+        if begin == at:
+            continue  # no candidates listed: outside the window
+        ranked = _ranked(events, positions[begin:at])
+        e = events.event(int(positions[at]))
+        chosen = events.values(positions[at : at + 1], "storage")[0]
+        hits = np.flatnonzero(events.values(ranked, "storage") == chosen)
+        listed.append(
+            {
+                **_decision(e),
+                "rank": int(hits[0]) + 1 if len(hits) else None,
+                "candidates": len(ranked),
+                "top": [_candidate(events.event(int(c))) for c in ranked[:top]],
+            }
+        )
     return listed
 
 
-def _ranked(pool: list[dict]) -> list[dict]:
-    evaluated = []
-    for c in pool:
-        if c["eligible"]:
-            evaluated.append(c)
-            if c["score"] == 0:
-                break
-    order = sorted(range(len(evaluated)), key=lambda i: (evaluated[i]["score"], -i))
-    return [evaluated[i] for i in order]
+def _ranked(events: Events, pool: np.ndarray) -> np.ndarray:
+    """The pool's evaluated candidates (positions), best first."""
+    evaluated = pool[events.values(pool, "eligible") != 0]
+    scores = events.values(evaluated, "score")
+    zero = np.flatnonzero(scores == 0)
+    if len(zero):
+        evaluated, scores = evaluated[: zero[0] + 1], scores[: zero[0] + 1]
+    return evaluated[np.lexsort((-np.arange(len(evaluated)), scores))]
 
 
 def _candidate(c: dict) -> dict:
