@@ -63,7 +63,7 @@ class Events:
         if name in ("kind", "step"):
             return self.rows[positions, 0 if name == "kind" else -1]
         kinds = np.unique(self.rows[positions, 0]).astype(int)
-        (place,) = {COLUMNS[KINDS[k]].index(name) for k in kinds} or {0}
+        (place,) = {COLUMNS[KINDS[k]].index(name) for k in kinds} or {0}  # none: any column
         return self.rows[positions, place + 1]
 
     def count(self, kind: str, start: int, end: int) -> int:

@@ -8,7 +8,7 @@ import pytest
 
 from dtrholes import explain, figures
 from dtrholes.cli import main
-from simulator import UserError, peak_memory, simulate
+from simulator import UserError, peak_memory, simulate, simulate_events
 from tests.tracegen import random_trace_text, tiny_trace
 
 # Generated trace 193 (12 instructions). Operators: 0 the constant x1 (39 bytes), 1 x2 (77),
@@ -120,3 +120,10 @@ def test_cli_writes_the_report_files(tmp_path, capsys) -> None:
     assert (tmp_path / "out" / "pair-0.png").stat().st_size > 0
     assert main([*args[:3], "--ok-budget", str(FAIL), "--fail-budget", str(OK)]) == 2
     assert "expected a completing and a failing budget" in capsys.readouterr().err
+
+
+def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
+    trace = tiny_trace(random_trace_text(3))
+    _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30))
+    assert not events.of("decision")
+    assert explain._decisions(events, 5) == []

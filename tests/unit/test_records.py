@@ -117,6 +117,15 @@ def test_runner_records_a_timeout_when_the_guard_expires(tmp_path, fresh) -> Non
     assert after["result"] == simulate(TRACE, 170, "dtr").to_dict()  # the session goes on
 
 
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_run_whose_process_dies_is_an_error_not_a_wait(tmp_path, fresh) -> None:
+    with Session(load_tiny, tmp_path, fresh=fresh) as session:
+        with pytest.raises(RuntimeError, match="died"):
+            session.run(request(-5))  # the simulator refuses the budget: its process exits
+        assert session.run(request(150))[0] == simulate(TRACE, 150, "dtr")  # a new worker
+    assert not (tmp_path / f"{request(-5).run_id}.json").exists()
+
+
 def test_fresh_sessions_run_each_request_in_a_new_process(tmp_path) -> None:
     with Session(load_tiny, tmp_path, fresh=True) as session:
         first, executed = session.run(request(150))

@@ -128,7 +128,8 @@ def test_repeats_sharing_a_process_fail(completed: Path, tmp_path: Path, capsys)
     paths = [
         path
         for path in sorted((copy / "results" / "records").glob("*.json"))
-        if (r := json.loads(path.read_text()))["stage"] == "repeat" and r["budget"] == budget
+        if (r := json.loads(path.read_text()))["stage"] == "repeat"
+        and (r["budget"], r["policy"]["name"]) == (budget, "dtr")
     ]
     first, second = (json.loads(path.read_text()) for path in paths[:2])
     assert first["pid"] != second["pid"]

@@ -198,9 +198,11 @@ def _shared_processes(ctx: Context) -> list[Failure]:
     for r in ctx.inv.records.values():
         if r["stage"] != "repeat" or r.get("pid") is None:
             continue
-        params = json.dumps(r["policy"]["params"], sort_keys=True)
-        point = (r["trace"]["name"], r["policy"]["name"], params, r["budget"])
-        other = first.setdefault((*point, r["environment"]["host"], r["pid"]), r["run_id"])
+        try:
+            point = dataclasses.replace(records.request_of(r), repeat=0).run_id
+        except UserError:
+            continue  # the records check reports its request
+        other = first.setdefault((point, r["environment"]["host"], r["pid"]), r["run_id"])
         if other != r["run_id"]:
             message = f"a repeat that ran in the process of repeat {other}, not a new one"
             failures.append(Failure("provenance", f"record {r['run_id']}", message))

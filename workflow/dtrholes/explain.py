@@ -164,11 +164,11 @@ def _by_storage(events: Events, kinds: tuple[str, ...], storages: np.ndarray, la
     """For each storage (by index), its last (or first) event of these kinds, or None."""
     positions = events.where(*kinds)
     of = events.values(positions, "storage")
-    found = []
-    for s in storages:
-        hits = positions[of == s]
-        found.append(events.event(int(hits[-1 if last else 0])) if len(hits) else None)
-    return found
+    if last:
+        positions, of = positions[::-1], of[::-1]
+    seen, first = np.unique(of, return_index=True)
+    at = dict(zip(seen.tolist(), positions[first].tolist(), strict=True))
+    return [events.event(at[s]) if s in at else None for s in storages.tolist()]
 
 
 def _rebuilt(frame: dict, last: dict | None, in_ok: dict | None, failure: dict) -> dict:
@@ -233,7 +233,8 @@ def _decisions(events: Events, top: int) -> list[dict]:
     listed: list[dict] = []
     positions = events.where("candidate", "decision")
     decided = np.flatnonzero(events.values(positions, "kind") == KINDS.index("decision"))
-    for begin, at in zip([0, *(decided[:-1] + 1).tolist()], decided.tolist(), strict=True):
+    begins = np.concatenate(([0], decided + 1))[: len(decided)]  # after the decision before
+    for begin, at in zip(begins.tolist(), decided.tolist(), strict=True):
         if begin == at:
             continue  # no candidates listed: outside the window
         ranked = _ranked(events, positions[begin:at])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import resource
@@ -25,14 +26,18 @@ class Outcome:
 
 def execute(request: Request, trace: Trace, results_dir: Path | None) -> Result:
     """The simulation a request asks for (policies' centrality cached under `results_dir`)."""
-    params, central = _inputs(request, trace, results_dir)
-    return simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
+    return _simulate(request, trace, _inputs(request, trace, results_dir))
 
 
 def _inputs(request: Request, trace: Trace, results_dir: Path | None):
     """The policy's parameters, and the storages' centrality for policies that read it."""
     params = dict(request.params)
     return params, centrality.for_policy(trace, request.policy, params, results_dir)
+
+
+def _simulate(request: Request, trace: Trace, inputs) -> Result:
+    params, central = inputs
+    return simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
 
 
 class _Resumer:
@@ -53,9 +58,10 @@ class _Resumer:
         return self.replayer.simulate(request.budget), self.replayer.resumed_at
 
 
-def _execute(request: Request, trace: Trace, results_dir: Path, resumer: _Resumer) -> Outcome:
+def _timed(run: Callable[[], tuple[Result, int]]) -> Outcome:
+    """`run`'s Result and what it cost; `run` also says where a map run's replay resumed."""
     started, wall, cpu = records.utc_now(), time.perf_counter(), time.process_time()
-    result, resumed_at = resumer.execute(request, trace, results_dir)
+    result, resumed_at = run()
     usage = Usage(
         started_utc=started,
         ended_utc=records.utc_now(),
@@ -76,14 +82,16 @@ def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None
         request, _ = asked
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
-        connection.send(_execute(request, traces[request.trace], results_dir, resumer))
+        trace = traces[request.trace]
+        connection.send(_timed(functools.partial(resumer.execute, request, trace, results_dir)))
 
 
 def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
-    """Runs no simulation: loads each request's trace and compiled kernel, then answers the
-    request from a child forked for it alone, killed when it outlives the guard. Each run thus
-    starts in a new process that ran nothing before, without paying again for the interpreter,
-    the imports, the trace and the kernel."""
+    """Runs no simulation: loads each request's trace, policy inputs and compiled kernel, then
+    answers the request from a child forked for it alone, which only simulates and is killed
+    when it outlives the guard (the guard times the run; loading is not part of it). Each run
+    thus starts in a new process that ran nothing before, without paying again for the
+    interpreter, the imports, the trace and the kernel."""
     traces: dict[str, Trace] = {}
     fork = mp.get_context("fork")
     while (asked := connection.recv()) is not None:
@@ -91,20 +99,25 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
         trace = traces[request.trace]
-        params, central = _inputs(request, trace, results_dir)
-        prepare(trace, request.policy, params, request.overhead_cap, central)
+        inputs = _inputs(request, trace, results_dir)
+        prepare(trace, request.policy, inputs[0], request.overhead_cap, inputs[1])
         mine, theirs = fork.Pipe()
-        child = fork.Process(target=_answer, args=(theirs, request, trace, results_dir))
+        child = fork.Process(target=_answer, args=(theirs, request, trace, inputs))
         child.start()
         theirs.close()  # so that a child dying unanswered is an EOF, not a timeout
-        outcome = mine.recv() if mine.poll(guard_s) else None
+        try:
+            outcome = mine.recv() if mine.poll(guard_s) else None
+        except EOFError:
+            child.join()
+            raise RuntimeError(f"run {request.run_id} died, exit code {child.exitcode}") from None
+        mine.close()
         child.kill()
         child.join()
         connection.send(outcome)
 
 
-def _answer(connection, request: Request, trace: Trace, results_dir: Path) -> None:
-    connection.send(_execute(request, trace, results_dir, _Resumer()))
+def _answer(connection, request: Request, trace: Trace, inputs) -> None:
+    connection.send(_timed(lambda: (_simulate(request, trace, inputs), 0)))
 
 
 class _Worker:
@@ -123,9 +136,17 @@ class _Worker:
             self.process = context.Process(target=self.target, args=(child, *self.args))
             self.process.daemon = self.target is _worker  # a template has children of its own
             self.process.start()
+            child.close()  # so that a worker dying unanswered is an EOF, not a wait
         self.connection.send((request, guard_s))
-        if self.connection.poll(None if self.target is _template else guard_s):
-            return self.connection.recv()
+        try:
+            if self.connection.poll(None if self.target is _template else guard_s):
+                return self.connection.recv()
+        except EOFError:
+            self.process.join()
+            code, self.process = self.process.exitcode, None
+            raise RuntimeError(
+                f"the worker process died (exit code {code}) on run {request.run_id}"
+            ) from None
         self.close(kill=True)
         return None
 
@@ -195,7 +216,8 @@ def run_requests(
     """Run every request lacking a record in `directory`; returns the records' paths.
 
     Rerunning after an interruption only runs what has no record yet. A request that outlives
-    its wall-clock guard is recorded as a timeout (unresolved) and its worker replaced.
+    its wall-clock guard is recorded as a timeout (unresolved): its process is killed (and a
+    reused worker replaced).
     """
     requests = list(requests)
     with Session(load, directory, results_dir, fresh) as session:
