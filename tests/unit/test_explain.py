@@ -82,6 +82,15 @@ def test_markdown_and_figure_come_from_the_json(found: dict, tmp_path) -> None:
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size for p in paths)
 
 
+def test_the_figure_shows_storage_names_with_dollar_signs_literally(found, tmp_path) -> None:
+    # Traces name mutated tensors x1$, x1$$, ...: "$$" in a label is not mathtext.
+    x = json.loads(json.dumps(found))
+    for step in x["probe"]["fail"]["steps"]:
+        step["evicted"] = ["x52942$$"]
+    paths = figures.explanation(x, tmp_path / "pair")
+    assert all(p.stat().st_size for p in paths)
+
+
 def test_a_pair_that_does_not_fail_is_a_user_error() -> None:
     with pytest.raises(UserError, match="a completing and a failing budget"):
         explain.explain(explain.Pair(TRACE, "dtr", FAIL, OK))

@@ -195,7 +195,10 @@ def _explanation_cell(ax, column: int, row: int, cell: dict, target: str | None)
         f = cell["failed"]
         text += f"  · {f['outcome'].upper()} at op {f['op']}, depth {f['depth']}"
     colour = "#c0392b" if target in evicted or "failed" in cell else "black"
-    ax.text(column, row, text.strip(" ·"), va="center", fontsize=7.5, color=colour)
+    # Storage names such as x1$$ are text, not mathtext.
+    ax.text(
+        column, row, text.strip(" ·"), va="center", fontsize=7.5, color=colour, parse_math=False
+    )
 
 
 MAP_COLOURS = {"ok": "#1b9e77", "oom": "#d95f02", "thrashed": "#7570b3"}
