@@ -49,6 +49,7 @@ def explain(pair: Pair, window: tuple[int, int] | None = None, top: int = TOP) -
         )
     divergence = _divergence(ok_events, fail_events)
     cascade = _cascade(fail, fail_events, ok_events)
+    del ok_events, fail_events  # the probe's replays need the memory (GBs on thrashing runs)
     target = _target(cascade, divergence)
     return {
         "trace": pair.trace.name,
@@ -202,11 +203,15 @@ def _target(cascade: dict, divergence: dict) -> dict | None:
 def _probe(pair: Pair, window: tuple[int, int], top: int) -> dict:
     """Each run's decisions at the window's steps, with the top-ranked candidates, and what
     each step of the window did."""
-    runs = {}
-    for name, budget in (("ok", pair.ok), ("fail", pair.fail)):
-        _, events = pair.run(budget, candidates=window)
-        runs[name] = {"decisions": _decisions(events, top), "steps": _steps(events, window)}
+    budgets = {"ok": pair.ok, "fail": pair.fail}
+    runs = {name: _probed(pair, budget, window, top) for name, budget in budgets.items()}
     return {"first_step": window[0], "last_step": window[1], "top": top, **runs}
+
+
+def _probed(pair: Pair, budget: int, window: tuple[int, int], top: int) -> dict:
+    """One run's part of the probe (its events, candidates included, freed on return)."""
+    _, events = pair.run(budget, candidates=window)
+    return {"decisions": _decisions(events, top), "steps": _steps(events, window)}
 
 
 def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
