@@ -9,6 +9,7 @@ import resource
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 
 from dtrholes import centrality, records
@@ -105,9 +106,13 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
         child = fork.Process(target=_answer, args=(theirs, request, trace, inputs))
         child.start()
         theirs.close()  # so that a child dying unanswered is an EOF, not a timeout
+        ready = wait([mine, connection], guard_s)
+        if connection in ready:  # nothing is sent during a run: the session is gone
+            child.kill()
+            return
         try:
-            outcome = mine.recv() if mine.poll(guard_s) else None
-        except EOFError:
+            outcome = mine.recv() if ready else None
+        except (EOFError, ConnectionError):  # the process died
             child.join()
             raise RuntimeError(f"run {request.run_id} died, exit code {child.exitcode}") from None
         mine.close()
@@ -141,7 +146,7 @@ class _Worker:
         try:
             if self.connection.poll(None if self.target is _template else guard_s):
                 return self.connection.recv()
-        except EOFError:
+        except (EOFError, ConnectionError):  # the process died
             self.process.join()
             code, self.process = self.process.exitcode, None
             raise RuntimeError(
