@@ -36,10 +36,10 @@ def job(tmp_path: Path) -> stages.Job:
     )
 
 
-def sampled(job: stages.Job) -> list[dict]:
-    """Stage A-like samples every 30 bytes from a fifth of the peak."""
+def sampled(job: stages.Job, step: int = 30) -> list[dict]:
+    """Stage A-like samples every `step` bytes from a fifth of the peak."""
     peak = job.baseline["peak_memory"]
-    requests = [job.request("A", b, None) for b in range(peak // 5, peak + 1, 30)]
+    requests = [job.request("A", b, None) for b in range(peak // 5, peak + 1, step)]
     runner.run_requests(requests, job.loader(), job.records, progress=lambda _: None)
     return [records.read_record(records.record_path(job.records, r.run_id)) for r in requests]
 
@@ -79,6 +79,20 @@ def test_repeats_confirm_a_region_and_report_a_disagreement(job: stages.Job) -> 
     (region,) = stages.repeat_regions(job, tampered)[0]
     assert not region["confirmed"]
     assert [p["disagree"] for p in region["points"] if p["budget"] == first_fail] == [[1, 2]]
+
+
+def test_a_point_bracketing_two_regions_is_repeated_and_listed_once(job: stages.Job) -> None:
+    listed = sampled(job, step=2)
+    (region,), _ = stages.repeat_regions(job, listed)
+    inside = [p["budget"] for p in region["points"] if p["outcome"] != "ok"]
+    assert len(inside) >= 3
+    split = json.loads(json.dumps(listed))  # a completing sample in the middle of the region
+    for record in split:
+        if record["budget"] == inside[len(inside) // 2]:
+            record["result"]["outcome"] = "ok"
+    regions, run_ids = stages.repeat_regions(job, split)
+    assert len(regions) == 2 and regions[0]["ok_above"] == regions[1]["ok_below"]
+    assert len(run_ids) == len(set(run_ids))
 
 
 def test_job_requests_carry_protocol_labels_outside_the_run_id(job: stages.Job) -> None:

@@ -188,7 +188,7 @@ def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]
                 )
             confirmed = all(not p["disagree"] for p in points)
             regions.append({**holes.region_dict(region), "points": points, "confirmed": confirmed})
-    return regions, run_ids
+    return regions, list(dict.fromkeys(run_ids))  # a point bracketing two regions: once
 
 
 def explain_regions(job: Job, listed: list[dict], regions: list[dict]) -> list[dict]:
