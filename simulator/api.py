@@ -116,17 +116,32 @@ class _Setup:
         return kernel.new_state(self.layout, self.policy.regions)
 
     def prepare(self) -> None:
+        """Load or compile the kernel for the arguments `run` passes, running nothing."""
         state = self.new_state()
         work, uf = kernel.new_work(self.layout, state, self.policy.eqclass)
-        p = self.policy
-        args = (self.layout, state, work, uf, 0, self.rule, self.limit, p.regions, p.eqclass, 0, 0)
+        args = self._arguments(state, work, uf, 0, 0, 0)
         kernel.replay.compile(tuple(numba.typeof(a) for a in args))
+
+    def _arguments(self, state, work, uf, budget: int, start: int, stop: int) -> tuple:
+        p, rule, limit = self.policy, self.rule, self.limit
+        return (
+            self.layout,
+            state,
+            work,
+            uf,
+            budget,
+            rule,
+            limit,
+            p.regions,
+            p.eqclass,
+            start,
+            stop,
+        )
 
     def run(self, state, work, uf, budget: int, start: int, stop: int):
         """Commands start..stop - 1 of the schedule: (kernel status, work, uf)."""
         p = self.policy
-        options = (budget, self.rule, self.limit, p.regions, p.eqclass, start, stop)
-        status, work, uf = kernel.replay(self.layout, state, work, uf, *options)
+        status, work, uf = kernel.replay(*self._arguments(state, work, uf, budget, start, stop))
         if status == kernel.INVALID_CHOICE:
             raise AssertionError(f"policy {p.name} chose a storage outside the evictable pool")
         return status, work, uf
