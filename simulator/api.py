@@ -47,7 +47,7 @@ def simulate(
     candidates, an intervention; with none retained the replay is simrd's.
     """
     options = (policy, params, overhead_cap, centrality, retain)
-    return _replay(trace, budget, *options, record=False, window=(0, -1))[0]
+    return _replay(trace, budget, *options, record=False, window=(0, -1), top=-1)[0]
 
 
 def prepare(
@@ -72,15 +72,18 @@ def simulate_events(
     centrality: np.ndarray | None = None,
     retain: Iterable[str] = (),
     candidates: tuple[int, int] | None = None,
+    top: int | None = None,
 ) -> tuple[Result, Events]:
     """`simulate`, and the replay's events; decisions at steps `candidates[0]` to
     `candidates[1]` (schedule indices of the operators run, inclusive) list every candidate
-    with its score components."""
+    with its score components or, given `top`, only the `top` best the scan evaluated and a
+    ranking event (memory stays small however many candidates a thrashing run scores)."""
     window = (0, -1)
     if candidates is not None:
         window = tuple(_whole(step, "step window", "a step index") for step in candidates)
+    top = -1 if top is None else _whole(top, "top", "a number of candidates")
     options = (policy, params, overhead_cap, centrality, retain)
-    return _replay(trace, budget, *options, record=True, window=window)
+    return _replay(trace, budget, *options, record=True, window=window, top=top)
 
 
 @dataclass(frozen=True)
@@ -154,12 +157,13 @@ class _Setup:
         return result, Events(rows, _storage_names(self.trace), self.trace.tensor_names)
 
 
-def _replay(trace, budget, policy, params, cap, centrality, retain, record, window):
+def _replay(trace, budget, policy, params, cap, centrality, retain, record, window, top):
     budget = _budget(budget)
     setup = _Setup.of(trace, policy, params, cap, centrality, retain)
     state = setup.new_state()
     state.g[kernel.EV_ON] = record
     state.g[kernel.EV_FIRST_STEP], state.g[kernel.EV_LAST_STEP] = window
+    state.g[kernel.EV_TOP] = top
     work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
     status, work, uf = setup.run(state, work, uf, budget, 0, setup.commands)
     return setup.result(state, status, work, budget)

@@ -25,6 +25,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "rebuilt": ("op", "tensor", "storage", "depth"),
     "free": ("op", "command", "storage", "size", "memory"),
     "fail": ("op", "request", "memory", "pinned", "depth", "over_budget", "outcome"),
+    "ranking": ("op", "decision", "evaluated", "rank"),
 }
 KINDS = tuple(COLUMNS)
 
@@ -33,8 +34,10 @@ KINDS = tuple(COLUMNS)
 class Events:
     """What a replay did, in order: every allocation check (with the shortfall: bytes in use +
     request − budget), eviction decision (the chosen storage's score components; inside the
-    candidate window, preceded by every pool storage's, pool order), eviction,
-    rematerialization entered and finished (with its nesting depth), eager free, and failure.
+    candidate window, preceded by every pool storage's, pool order, or by the `top` best the
+    scan evaluated and a ranking: how many it evaluated, the chosen one's rank among them or 0),
+    eviction, rematerialization entered and finished (with its nesting depth), eager free, and
+    failure.
     """
 
     rows: np.ndarray  # float64 [events, kernel.EV_COLS], exact integers but for scores

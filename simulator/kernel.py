@@ -45,7 +45,8 @@ LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 
 N_NODES, N_EVICTED, FALLBACKS, N_DUE, N_LISTED = 23, 24, 25, 26, 27
 EV_ON, EV_N, EV_FIRST_STEP, EV_LAST_STEP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
 EXACT = 34  # the stamp of regions that equal their rebuild from scratch (see _exact)
-N_SCALARS = 35
+EV_TOP = 35  # candidates kept per decision in the window (-1: every one; see _keep_best)
+N_SCALARS = 36
 
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
@@ -65,6 +66,7 @@ NO_LIMIT = np.int64(2**62)
 
 # Event kinds, the first column of an event row (see events.py for the other columns)
 EV_ALLOC, EV_DECISION, EV_CANDIDATE, EV_EVICT, EV_REMAT, EV_REBUILT, EV_FREE, EV_FAIL = range(8)
+EV_RANKING = 8
 EV_COLS = 11  # kind, eight values, a kind's extra value, the step (see events.py)
 
 # Policy ids, one rule each (see policies.py for names and parameters)
@@ -859,6 +861,7 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
     scored = DTR if policy == TCONTROL else policy
     decision = g[N_EVICTED]
     if g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]:
+        first = g[EV_N]
         s = g[POOL_HEAD]
         while s >= 0:
             ev = _note_candidate(
@@ -866,12 +869,66 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
             )
             ev[g[EV_N] - 1, 9] = rank[s] >= g[LOCKED]
             s = sv[NEXT, s]
+        if g[EV_TOP] >= 0:
+            ev = _keep_best(ev, g, first, op, decision, victim)
     ev = _note_candidate(
         ev, scored, params, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
     )
     ev[g[EV_N] - 1, 0] = EV_DECISION
     ev[g[EV_N] - 1, 9] = g[MEM] + request - budget
     return ev
+
+
+@njit(cache=True)
+def _keep_best(ev, g, first, op, decision, victim):
+    """Replace the decision's candidate rows ev[first:] (pool order) by the g[EV_TOP] best the
+    scan evaluated, still in pool order, and a ranking event: how many it evaluated and the
+    chosen storage's rank among them (0 when it is not one of them).
+
+    Evaluated: the candidates the policy could choose, in pool order up to the first zero score
+    (where a scan stops). Ranked by score, ties to the later one. A thrashing run's window can
+    list tens of millions of candidates; this keeps a few per decision.
+    """
+    end = g[EV_N]
+    evaluated = np.zeros(end - first, np.bool_)
+    chosen = -1
+    count = 0
+    for i in range(first, end):
+        if ev[i, 9] != 0:
+            evaluated[i - first] = True
+            count += 1
+            if ev[i, 3] == victim:
+                chosen = i
+            if ev[i, 8] == 0:
+                end = i + 1
+                break
+    rank = 0
+    if chosen >= 0:
+        rank = 1
+        for i in range(first, end):
+            if evaluated[i - first] and _ranks_before(ev, i, chosen):
+                rank += 1
+    kept = np.zeros(end - first, np.bool_)
+    for _ in range(min(g[EV_TOP], count)):
+        best = -1
+        for i in range(first, end):
+            free = evaluated[i - first] and not kept[i - first]
+            if free and (best < 0 or _ranks_before(ev, i, best)):
+                best = i
+        kept[best - first] = True
+    n = first
+    for i in range(first, end):
+        if kept[i - first]:
+            ev[n] = ev[i]
+            n += 1
+    g[EV_N] = n
+    return _emit(ev, g, EV_RANKING, op, decision, count, rank, 0, 0, 0, 0)
+
+
+@njit(cache=True, inline="always")
+def _ranks_before(ev, i, j) -> bool:
+    """Whether candidate row i ranks before row j: a lower score, or an equal one later."""
+    return ev[i, 8] < ev[j, 8] or (ev[i, 8] == ev[j, 8] and i > j)
 
 
 @njit(cache=True)

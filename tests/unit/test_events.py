@@ -91,3 +91,61 @@ def test_positions_columns_and_counts_agree_with_the_listed_events(seed) -> None
         before = sum(e["seq"] < middle for e in events.of(kind))
         assert events.count(kind, 0, middle) == before
         assert events.count(kind, middle, len(events)) == len(events.of(kind)) - before
+
+
+def _in_rank_order(candidates: list[dict]) -> list[tuple]:
+    """By score, ties to the later one in pool order."""
+    order = sorted(range(len(candidates)), key=lambda i: (candidates[i]["score"], -i))
+    return [tuple(candidates[i][k] for k in ("storage", "score", "e_star")) for i in order]
+
+
+def _ranked_by_hand(chosen: str, listed: list[dict], top: int) -> tuple:
+    """From every candidate listed before a decision: how many the scan evaluated (those the
+    policy could choose, in pool order up to the first zero score), the chosen storage's rank
+    among them (0 if not evaluated), and the best `top`."""
+    evaluated = []
+    for c in listed:
+        if c["eligible"]:
+            evaluated.append(c)
+            if c["score"] == 0:
+                break
+    ranked = _in_rank_order(evaluated)
+    rank = next((i + 1 for i, c in enumerate(ranked) if c[0] == chosen), 0)
+    return len(evaluated), rank, ranked[:top]
+
+
+@pytest.mark.parametrize("policy", ["dtr", "two-phase", "tcontrol-inspired", "he-star", "lru"])
+@pytest.mark.parametrize("seed", range(8))
+def test_keeping_the_top_candidates_ranks_as_the_full_listing(policy, seed) -> None:
+    trace = tiny_trace(random_trace_text(seed, 60, joins=seed % 2 == 1))
+    peak = simulate(trace, 10**15).peak_memory
+    for share, top in ((0.5, 0), (0.55, 1), (0.6, 2), (0.75, 5)):
+        budget = int(peak * share)
+        window = (3, 50)
+        full_result, full = simulate_events(trace, budget, policy, candidates=window)
+        kept_result, kept = simulate_events(trace, budget, policy, candidates=window, top=top)
+        assert kept_result == full_result
+        rest = ("alloc", "decision", "evict", "remat", "rebuilt", "free", "fail")
+        moved = zip(full.of(*rest), kept.where(*rest).tolist(), strict=True)
+        assert kept.of(*rest) == [{**e, "seq": seq} for e, seq in moved]
+        expected, listed = [], []
+        for e in full.of("candidate", "decision"):
+            if e["kind"] == "candidate":
+                listed.append(e)
+            elif listed:
+                expected.append(_ranked_by_hand(e["storage"], listed, top))
+                listed = []
+        got, best = [], []
+        for e in kept.of("candidate", "ranking"):
+            if e["kind"] == "candidate":
+                best.append(e)
+            else:
+                got.append((e["evaluated"], e["rank"], _in_rank_order(best)))
+                best = []
+        assert got == expected
+        assert len(got) == len(kept.of("decision", steps=window))
+
+
+def test_top_must_be_a_whole_number() -> None:
+    with pytest.raises(UserError, match="top"):
+        simulate_events(_trace(TIE), 30, candidates=(0, 10), top=-1)

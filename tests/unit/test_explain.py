@@ -133,6 +133,6 @@ def test_cli_writes_the_report_files(tmp_path, capsys) -> None:
 
 def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
     trace = tiny_trace(random_trace_text(3))
-    _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30))
+    _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30), top=5)
     assert not events.of("decision")
-    assert explain._decisions(events, 5) == []
+    assert explain._decisions(events) == []

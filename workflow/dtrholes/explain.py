@@ -209,9 +209,10 @@ def _probe(pair: Pair, window: tuple[int, int], top: int) -> dict:
 
 
 def _probed(pair: Pair, budget: int, window: tuple[int, int], top: int) -> dict:
-    """One run's part of the probe (its events, candidates included, freed on return)."""
-    _, events = pair.run(budget, candidates=window)
-    return {"decisions": _decisions(events, top), "steps": _steps(events, window)}
+    """One run's part of the probe (its events, the best candidates included, freed on
+    return)."""
+    _, events = pair.run(budget, candidates=window, top=top)
+    return {"decisions": _decisions(events), "steps": _steps(events, window)}
 
 
 def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
@@ -231,40 +232,31 @@ def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
     return list(steps.values())
 
 
-def _decisions(events: Events, top: int) -> list[dict]:
-    """Decisions in the window; candidates are those the policy could choose, in pool order up
-    to the first zero score (where a scan stops), ranked by score, ties to the later one. The
-    chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover test)."""
+def _decisions(events: Events) -> list[dict]:
+    """Decisions in the window, from a replay that kept the best few candidates of each
+    (`simulate_events` with `top`): candidates are those the policy could choose, in pool
+    order up to the first zero score (where a scan stops), ranked by score, ties to the later
+    one. The chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover
+    test)."""
     listed: list[dict] = []
-    positions = events.where("candidate", "decision")
+    positions = events.where("candidate", "ranking", "decision")
     decided = np.flatnonzero(events.values(positions, "kind") == KINDS.index("decision"))
     begins = np.concatenate(([0], decided + 1))[: len(decided)]  # after the decision before
     for begin, at in zip(begins.tolist(), decided.tolist(), strict=True):
         if begin == at:
-            continue  # no candidates listed: outside the window
-        ranked = _ranked(events, positions[begin:at])
-        e = events.event(int(positions[at]))
-        chosen = events.values(positions[at : at + 1], "storage")[0]
-        hits = np.flatnonzero(events.values(ranked, "storage") == chosen)
+            continue  # no ranking: outside the window
+        ranking = events.event(int(positions[at - 1]))
+        best = positions[begin : at - 1]
+        order = np.lexsort((-np.arange(len(best)), events.values(best, "score")))
         listed.append(
             {
-                **_decision(e),
-                "rank": int(hits[0]) + 1 if len(hits) else None,
-                "candidates": len(ranked),
-                "top": [_candidate(events.event(int(c))) for c in ranked[:top]],
+                **_decision(events.event(int(positions[at]))),
+                "rank": ranking["rank"] or None,
+                "candidates": ranking["evaluated"],
+                "top": [_candidate(events.event(int(c))) for c in best[order]],
             }
         )
     return listed
-
-
-def _ranked(events: Events, pool: np.ndarray) -> np.ndarray:
-    """The pool's evaluated candidates (positions), best first."""
-    evaluated = pool[events.values(pool, "eligible") != 0]
-    scores = events.values(evaluated, "score")
-    zero = np.flatnonzero(scores == 0)
-    if len(zero):
-        evaluated, scores = evaluated[: zero[0] + 1], scores[: zero[0] + 1]
-    return evaluated[np.lexsort((-np.arange(len(evaluated)), scores))]
 
 
 def _candidate(c: dict) -> dict:
