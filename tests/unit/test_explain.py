@@ -74,6 +74,22 @@ def test_a_wider_window_lists_both_runs(found: dict) -> None:
     assert all(len(d["top"]) <= 2 for d in wide["probe"]["fail"]["decisions"])
 
 
+@pytest.mark.parametrize("most", [0, 1, 4])
+def test_a_capped_probe_lists_the_windows_first_and_last_decisions(most: int, found) -> None:
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL)
+    every = explain.explain(pair, window=(0, 12))["probe"]
+    capped = explain.explain(pair, window=(0, 12), decisions=most)["probe"]
+    for run in ("ok", "fail"):
+        listed = every[run]["decisions"]
+        assert len(listed) > 4 and every[run]["omitted"] == 0
+        head, tail = listed[: most // 2], listed[len(listed) - (most - most // 2) :]
+        assert capped[run]["decisions"] == head + tail
+        assert capped[run]["omitted"] == len(listed) - most
+        assert capped[run]["steps"] == every[run]["steps"]
+    text = explain.markdown({**found, "probe": capped})
+    assert f"… {len(every['fail']['decisions']) - most} decisions in the window's middle" in text
+
+
 def test_markdown_and_figure_come_from_the_json(found: dict, tmp_path) -> None:
     text = explain.markdown(found)
     assert "Both runs make the same first 1 eviction decisions" in text
@@ -135,4 +151,4 @@ def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
     trace = tiny_trace(random_trace_text(3))
     _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30), top=5)
     assert not events.of("decision")
-    assert explain._decisions(events) == []
+    assert explain._decisions(events, None) == ([], 0)

@@ -105,6 +105,9 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
     p.add_argument("--window", type=_window, help="FIRST:LAST steps the probe lists")
     p.add_argument("--top", type=_count, default=explain.TOP, help="candidates per decision")
+    p.add_argument(
+        "--decisions", type=_count, help="at most N decisions per run (first and last halves)"
+    )
     p.add_argument("--out", type=Path, help="directory for explain.json, .md and the figure")
     p.set_defaults(run=_explain)
 
@@ -125,7 +128,7 @@ def _explain(args: argparse.Namespace) -> None:
     )
     params = get_policy(args.policy).resolve(dict(args.param))
     pair = explain.Pair(trace, args.policy, ok, fail, params, args.cap, peak)
-    found = explain.explain(pair, args.window, args.top)
+    found = explain.explain(pair, args.window, args.top, args.decisions)
     if args.out is None:
         print(explain.markdown(found), end="")
     else:

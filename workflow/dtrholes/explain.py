@@ -32,12 +32,19 @@ class Pair:
         )
 
 
-def explain(pair: Pair, window: tuple[int, int] | None = None, top: int = TOP) -> dict:
+def explain(
+    pair: Pair,
+    window: tuple[int, int] | None = None,
+    top: int = TOP,
+    decisions: int | None = None,
+) -> dict:
     """The four parts of an explanation, as a JSON-ready dict (see `markdown` for a reading).
 
     `window`: the steps (schedule indices of the operators run) whose decisions the probe lists;
     by default from the step where the failing run last evicted the storage its failure had to
-    rebuild (else the first differing decision) to the failing step.
+    rebuild (else the first differing decision) to the failing step. `decisions`: at most this
+    many per run, the window's first and last halves (a thrashing run decides ~10^5 times in
+    its failing step alone), with the count left out between them.
     """
     ok, ok_events = pair.run(pair.ok)
     fail, fail_events = pair.run(pair.fail)
@@ -61,7 +68,9 @@ def explain(pair: Pair, window: tuple[int, int] | None = None, top: int = TOP) -
         "ok": summary(ok, pair.peak),
         "fail": summary(fail, pair.peak),
         "divergence": divergence,
-        "probe": _probe(pair, window or _default_window(target, divergence, cascade), top),
+        "probe": _probe(
+            pair, window or _default_window(target, divergence, cascade), top, decisions
+        ),
         "cascade": cascade,
         "retention": _retention(pair, fail, target),
     }
@@ -200,19 +209,20 @@ def _target(cascade: dict, divergence: dict) -> dict | None:
     return {"storage": chosen["storage"], "evicted_at_step": chosen["step"]}
 
 
-def _probe(pair: Pair, window: tuple[int, int], top: int) -> dict:
+def _probe(pair: Pair, window: tuple[int, int], top: int, decisions: int | None) -> dict:
     """Each run's decisions at the window's steps, with the top-ranked candidates, and what
     each step of the window did."""
     budgets = {"ok": pair.ok, "fail": pair.fail}
-    runs = {name: _probed(pair, budget, window, top) for name, budget in budgets.items()}
+    runs = {name: _probed(pair, b, window, top, decisions) for name, b in budgets.items()}
     return {"first_step": window[0], "last_step": window[1], "top": top, **runs}
 
 
-def _probed(pair: Pair, budget: int, window: tuple[int, int], top: int) -> dict:
+def _probed(pair: Pair, budget: int, window: tuple[int, int], top: int, most: int | None) -> dict:
     """One run's part of the probe (its events, the best candidates included, freed on
     return)."""
     _, events = pair.run(budget, candidates=window, top=top)
-    return {"decisions": _decisions(events), "steps": _steps(events, window)}
+    listed, omitted = _decisions(events, most)
+    return {"decisions": listed, "omitted": omitted, "steps": _steps(events, window)}
 
 
 def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
@@ -232,19 +242,23 @@ def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
     return list(steps.values())
 
 
-def _decisions(events: Events) -> list[dict]:
+def _decisions(events: Events, most: int | None) -> tuple[list[dict], int]:
     """Decisions in the window, from a replay that kept the best few candidates of each
     (`simulate_events` with `top`): candidates are those the policy could choose, in pool
     order up to the first zero score (where a scan stops), ranked by score, ties to the later
     one. The chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover
-    test)."""
+    test). At most `most` of them, the first and last halves, and how many were left out."""
     listed: list[dict] = []
     positions = events.where("candidate", "ranking", "decision")
     decided = np.flatnonzero(events.values(positions, "kind") == KINDS.index("decision"))
     begins = np.concatenate(([0], decided + 1))[: len(decided)]  # after the decision before
+    inside = begins != decided  # a ranking before it: in the window
+    begins, decided = begins[inside], decided[inside]
+    omitted = 0 if most is None else max(0, len(decided) - most)
+    if omitted:
+        keep = np.r_[0 : most // 2, most // 2 + omitted : len(decided)]
+        begins, decided = begins[keep], decided[keep]
     for begin, at in zip(begins.tolist(), decided.tolist(), strict=True):
-        if begin == at:
-            continue  # no ranking: outside the window
         ranking = events.event(int(positions[at - 1]))
         best = positions[begin : at - 1]
         order = np.lexsort((-np.arange(len(best)), events.values(best, "score")))
@@ -256,7 +270,7 @@ def _decisions(events: Events) -> list[dict]:
                 "top": [_candidate(events.event(int(c))) for c in best[order]],
             }
         )
-    return listed
+    return listed, omitted
 
 
 def _candidate(c: dict) -> dict:
@@ -361,6 +375,11 @@ def _probe_lines(p: dict) -> list[str]:
         hidden = len(decisions) - SHOWN
         if hidden > 0:
             lines.append(f"| {run} | … {hidden} earlier decisions in the JSON | | | | | |")
+        if p[run]["omitted"]:
+            lines.append(
+                f"| {run} | … {p[run]['omitted']} decisions in the window's middle, not listed"
+                " | | | | | |"
+            )
     return [*lines, ""]
 
 

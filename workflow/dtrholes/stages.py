@@ -213,7 +213,8 @@ def explain_regions(job: Job, listed: list[dict], regions: list[dict]) -> list[d
                 request.overhead_cap,
                 job.baseline["peak_memory"],
             )
-            x = explain.explain(pair, top=job.params["explain"]["top"])
+            probe = job.params["explain"]
+            x = explain.explain(pair, top=probe["top"], decisions=probe.get("decisions"))
             for run, budget in (("ok", ok), ("fail", fail)):
                 run_id, result = cited[budget]
                 if explain.summary(result, pair.peak) != x[run]:
