@@ -46,9 +46,12 @@ def sampled(job: stages.Job, step: int = 30) -> list[dict]:
 
 def test_edges_are_adjacent_budgets_that_differ_in_feasibility(job: stages.Job) -> None:
     listed = sampled(job)
-    found, run_ids = stages.find_edges(job, listed)
+    lines: list[str] = []
+    found, run_ids = stages.find_edges(job, listed, lines.append)
     trace = tiny_trace(TEXT)
     assert len(found) == 3  # up into the hole, out of it, and the first success
+    assert [line.split()[0] for line in lines] == ["[1/3]", "[2/3]", "[3/3]"]
+    assert all(f"{edge['runs']} runs" in line for edge, line in zip(found, lines, strict=True))
     for edge in found:
         assert edge["resolved"] and edge["above"] == edge["below"] + 1
         below, above = (simulate(trace, b).outcome for b in (edge["below"], edge["above"]))
@@ -63,9 +66,11 @@ def test_edges_are_adjacent_budgets_that_differ_in_feasibility(job: stages.Job) 
 
 def test_repeats_confirm_a_region_and_report_a_disagreement(job: stages.Job) -> None:
     listed = sampled(job)
-    regions, run_ids = stages.repeat_regions(job, listed)
+    lines: list[str] = []
+    regions, run_ids = stages.repeat_regions(job, listed, lines.append)
     (region,) = regions
     assert region["confirmed"] and all(not p["disagree"] for p in region["points"])
+    assert len(lines) == 1 and lines[0].startswith("[1/1]") and lines[0].endswith(": confirmed")
     assert [p["outcome"] for p in region["points"]][0] == "ok" == region["points"][-1]["outcome"]
     assert len(run_ids) == 2 * len(region["points"])  # two repeats of every point
     stored = {r["stage"] for r in map(records.read_record, job.records.glob("*.json"))}
@@ -76,8 +81,8 @@ def test_repeats_confirm_a_region_and_report_a_disagreement(job: stages.Job) -> 
     for record in tampered:
         if record["budget"] == first_fail:
             record["result"]["clock"] += 1
-    (region,) = stages.repeat_regions(job, tampered)[0]
-    assert not region["confirmed"]
+    (region,) = stages.repeat_regions(job, tampered, lines.append)[0]
+    assert not region["confirmed"] and lines[-1].endswith(": repeats disagree")
     assert [p["disagree"] for p in region["points"] if p["budget"] == first_fail] == [[1, 2]]
 
 

@@ -67,6 +67,8 @@ def test_every_confirmed_region_is_explained_from_its_records(completed: Path) -
         assert pair["retention"]["valid"]
         assert (directory / f"pair-{i}.png").stat().st_size > 0
     assert "### 4. Retention" in (directory / "explain.md").read_text()
+    log = (completed / "results" / "logs" / "explain" / "resnet32" / "dtr.log").read_text()
+    assert [line.split()[0] for line in log.splitlines()[:2]] == ["[1/2]", "[2/2]"]
 
 
 def test_full_run_maps_the_region_exactly(completed: Path) -> None:

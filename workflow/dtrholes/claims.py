@@ -85,7 +85,7 @@ def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[P
 
 def _replay(inv, rel, derive, key, job, series) -> list[Problem]:
     try:
-        found, run_ids = derive(job, series)
+        found, run_ids = derive(job, series, progress=lambda _: None)
     except UserError as exc:
         return [(rel, str(exc))]
     stated = stages.read_output(inv.results / rel)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,11 +121,19 @@ def first_results(listed: list[dict]) -> dict[int, Result]:
     return {budget: result for budget, (_, result) in _cited(listed).items()}
 
 
-def find_edges(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
+def find_edges(
+    job: Job, listed: list[dict], progress: Callable[[str], None] = print
+) -> tuple[list[dict], list[str]]:
     """The exact edge between every adjacent pair of resolved samples that differ in
-    feasibility; returns the edges and the run ids of the bisection runs."""
+    feasibility, with a progress line per edge; returns the edges and the run ids of the
+    bisection runs."""
     known = first_results(listed)
     resolved = [s for s in holes.collapse(series(listed)) if s.outcome != "timeout"]
+    pairs = [
+        (a, b)
+        for a, b in zip(resolved, resolved[1:], strict=False)
+        if edges.feasible(a.outcome) != edges.feasible(b.outcome)
+    ]
     run_ids: list[str] = []
     found = []
     with job.session() as session:
@@ -135,12 +143,16 @@ def find_edges(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
             run_ids.append(request.run_id)
             return session.run(request)[0]
 
-        for a, b in zip(resolved, resolved[1:], strict=False):
-            if edges.feasible(a.outcome) != edges.feasible(b.outcome):
-                edge = edges.exact_edge(
-                    run, known[a.budget], known[b.budget], job.params["edges"]["max_runs"]
-                )
-                found.append(_edge_row(job, a, b, edge))
+        for i, (a, b) in enumerate(pairs, 1):
+            edge = edges.exact_edge(
+                run, known[a.budget], known[b.budget], job.params["edges"]["max_runs"]
+            )
+            found.append(_edge_row(job, a, b, edge))
+            progress(
+                f"[{i}/{len(pairs)}] {job.trace} {job.policy} edge {edge.below:,} | "
+                f"{edge.above:,} bytes: {edge.outcome_below} | {edge.outcome_above}, "
+                f"{edge.runs} runs"
+            )
     return found, run_ids
 
 
@@ -159,11 +171,14 @@ def _edge_row(job: Job, a: holes.Sample, b: holes.Sample, edge: edges.Edge) -> d
     }
 
 
-def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]:
+def repeat_regions(
+    job: Job, listed: list[dict], progress: Callable[[str], None] = print
+) -> tuple[list[dict], list[str]]:
     """Rerun every confirmation point of every region `repeats` times, each in a fresh process,
-    and compare each Result with the original; returns the regions and the repeats' run ids.
-    Repeat i of every point comes from the i-th fresh session: its own spawned interpreter
-    (hash seed included) whose forked children run one repeat each."""
+    and compare each Result with the original, with a progress line per region; returns the
+    regions and the repeats' run ids. Repeat i of every point comes from the i-th fresh
+    session: its own spawned interpreter (hash seed included) whose forked children run one
+    repeat each."""
     confirmation = job.params["confirmation"]
     known = first_results(listed)
     collapsed = holes.collapse(series(listed))
@@ -173,7 +188,8 @@ def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]
         sessions = [
             stack.enter_context(job.session(fresh=True)) for _ in range(confirmation["repeats"])
         ]
-        for region in holes.summarise(collapsed).regions:
+        found = holes.summarise(collapsed).regions
+        for number, region in enumerate(found, 1):
             points = []
             for budget in holes.confirmation_points(region, collapsed, confirmation["points"]):
                 disagree = []
@@ -188,40 +204,54 @@ def repeat_regions(job: Job, listed: list[dict]) -> tuple[list[dict], list[str]]
                 )
             confirmed = all(not p["disagree"] for p in points)
             regions.append({**holes.region_dict(region), "points": points, "confirmed": confirmed})
+            progress(
+                f"[{number}/{len(found)}] {job.trace} {job.policy} region"
+                f" {region.first_fail:,}-{region.last_fail:,} bytes, {len(points)} points:"
+                f" {'confirmed' if confirmed else 'repeats disagree'}"
+            )
     return regions, list(dict.fromkeys(run_ids))  # a point bracketing two regions: once
 
 
-def explain_regions(job: Job, listed: list[dict], regions: list[dict]) -> list[dict]:
+def explain_regions(
+    job: Job, listed: list[dict], regions: list[dict], progress: Callable[[str], None] = print
+) -> list[dict]:
     """Explain both edge brackets of every confirmed region (the completing sample below and the
-    first failing one; the last failing one and the completing sample above). Each explanation
-    cites the records of its two runs, and its replays must equal them."""
+    first failing one; the last failing one and the completing sample above), with a progress
+    line per pair. Each explanation cites the records of its two runs, and its replays must
+    equal them."""
     trace = job.loader()(job.trace)
     request = job.request("explain", 0, None)
     cited = _cited(listed)
-    found = []
-    for region in (r for r in regions if r["confirmed"]):
-        for ok, fail in (
+    pairs = [
+        pair
+        for region in regions
+        if region["confirmed"]
+        for pair in (
             (region["ok_below"], region["first_fail"]),
             (region["ok_above"], region["last_fail"]),
-        ):
-            pair = explain.Pair(
-                trace,
-                job.policy,
-                ok,
-                fail,
-                request.params,
-                request.overhead_cap,
-                job.baseline["peak_memory"],
-            )
-            probe = job.params["explain"]
-            x = explain.explain(pair, top=probe["top"], decisions=probe.get("decisions"))
-            for run, budget in (("ok", ok), ("fail", fail)):
-                run_id, result = cited[budget]
-                if explain.summary(result, pair.peak) != x[run]:
-                    raise UserError(
-                        f"record {run_id}", "the replay of the recorded run", "a different run"
-                    )
-            found.append({**x, "cites": {"ok": cited[ok][0], "fail": cited[fail][0]}})
+        )
+    ]
+    probe = job.params["explain"]
+    found = []
+    for i, (ok, fail) in enumerate(pairs, 1):
+        pair = explain.Pair(
+            trace,
+            job.policy,
+            ok,
+            fail,
+            request.params,
+            request.overhead_cap,
+            job.baseline["peak_memory"],
+        )
+        x = explain.explain(pair, top=probe["top"], decisions=probe.get("decisions"))
+        for run, budget in (("ok", ok), ("fail", fail)):
+            run_id, result = cited[budget]
+            if explain.summary(result, pair.peak) != x[run]:
+                raise UserError(
+                    f"record {run_id}", "the replay of the recorded run", "a different run"
+                )
+        found.append({**x, "cites": {"ok": cited[ok][0], "fail": cited[fail][0]}})
+        progress(f"[{i}/{len(pairs)}] {job.trace} {job.policy} pair {ok:,} | {fail:,} bytes")
     return found
 
 
