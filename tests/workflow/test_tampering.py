@@ -70,6 +70,8 @@ def test_untampered_run_passes_and_lists_every_execution(
     }
     rerun = next(c for c in report["checks"] if c["name"] == "re-execution")
     assert rerun["count"] > 20  # the edge points besides the sample of 20
+    assert f"re-execution: {rerun['count']:,} of {rerun['count']:,} records rerun" in printed
+    assert "maps: passed" in printed and printed.endswith(" s\n")
     evidence = (tmp_path / "e.csv").read_text().splitlines()
     assert len(evidence) - 1 == len(list((completed / "results" / "records").iterdir()))
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import multiprocessing as mp
@@ -57,6 +59,15 @@ class Check:
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    def __str__(self) -> str:
+        if self.passed:
+            return f"{self.name}: passed ({self.count:,} checked)"
+        first = self.failures[0]
+        return (
+            f"{self.name} FAILED ({len(self.failures):,} of {self.count:,}):"
+            f" {first.where}: {first.message}"
+        )
 
 
 @dataclass(frozen=True)
@@ -326,28 +337,37 @@ def _top(record: dict) -> int:
     return result["budget_hi"] if result["budget_hi"] is not None else result["budget"]
 
 
-def check_reexecution(ctx: Context) -> Check:
+def check_reexecution(ctx: Context, progress: Callable[[str], None] = print) -> Check:
     chosen, timeouts = sample(ctx)
-    failures = [f for found in _reruns(ctx, chosen) for f in found]
+    failures = [f for found in _reruns(ctx, chosen, progress) for f in found]
     notes = [f"seed {ctx.options.seed}, {ctx.options.sample} sampled besides edge points"]
     if timeouts:
         notes.append(f"{len(timeouts)} timeout records not rerun: {', '.join(timeouts)}")
     return Check("re-execution", len(chosen), tuple(failures), tuple(notes))
 
 
-def _reruns(ctx: Context, chosen: list[str]) -> list[list[Failure]]:
-    """Each chosen record's rerun failures, in `chosen` order; with several workers (at most
-    the CPUs this process may use), each in a process of its own, the costliest (by recorded
-    CPU time) handed out first."""
+def _reruns(
+    ctx: Context, chosen: list[str], progress: Callable[[str], None]
+) -> list[list[Failure]]:
+    """Each chosen record's rerun failures, in `chosen` order, with a count every twentieth
+    of the way; with several workers (at most the CPUs this process may use), each in a
+    process of its own, the costliest (by recorded CPU time) handed out first."""
     found = [ctx.inv.records[run_id] for run_id in chosen]
     workers = min(ctx.options.workers, len(os.sched_getaffinity(0)), len(found))
-    if workers < 2:
-        return [_rerun(ctx, record) for record in found]
     order = sorted(range(len(found)), key=lambda i: -found[i]["cpu_s"])
-    context = mp.get_context("spawn")
-    init = (ctx.options, ctx.sheet)
-    with ProcessPoolExecutor(workers, context, _start_worker, init) as pool:
-        done = dict(zip(order, pool.map(_rerun_in_worker, [found[i] for i in order]), strict=True))
+    with contextlib.ExitStack() as stack:
+        if workers < 2:
+            answers = (_rerun(ctx, found[i]) for i in order)
+        else:
+            init = (ctx.options, ctx.sheet)
+            context = mp.get_context("spawn")
+            pool = stack.enter_context(ProcessPoolExecutor(workers, context, _start_worker, init))
+            answers = pool.map(_rerun_in_worker, [found[i] for i in order])
+        done = {}
+        for i, answer in zip(order, answers, strict=True):
+            done[i] = answer
+            if len(done) % max(1, len(found) // 20) == 0 or len(done) == len(found):
+                progress(f"re-execution: {len(done):,} of {len(found):,} records rerun")
     return [done[i] for i in range(len(found))]
 
 
@@ -482,21 +502,27 @@ def check_evidence(table: list[dict]) -> Check:
     return Check("evidence", len(table), (), notes)
 
 
-def run(options: Options, clock: Callable[[], float]) -> Report:
-    """Every check on `options.results`; `clock` times the audit."""
+def run(
+    options: Options, clock: Callable[[], float], progress: Callable[[str], None] = print
+) -> Report:
+    """Every check on `options.results`, each verdict reported as it is reached; `clock` times
+    the audit."""
     start = clock()
     ctx = load(options)
     table = evidence.rows(ctx.inv.files, ctx.inv.cited(), ctx.inv.rendered["version"])
-    checks = (
-        check_records(ctx),
-        check_provenance(ctx),
-        check_claims(ctx),
-        check_reexecution(ctx),
-        check_maps(ctx),
-        check_explanations(ctx),
-        check_evidence(table),
-    )
-    return Report(checks, table, tuple(sample(ctx)[0]), clock() - start)
+    checks = []
+    for check in (
+        check_records,
+        check_provenance,
+        check_claims,
+        functools.partial(check_reexecution, progress=progress),
+        check_maps,
+        check_explanations,
+        lambda _: check_evidence(table),
+    ):
+        checks.append(check(ctx))
+        progress(str(checks[-1]))
+    return Report(tuple(checks), table, tuple(sample(ctx)[0]), clock() - start)
 
 
 def to_json(report: Report) -> dict:

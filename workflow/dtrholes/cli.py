@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -438,7 +439,7 @@ def _audit(args: argparse.Namespace) -> int:
         args.seed,
         args.workers,
     )
-    report = audit.run(options, time.perf_counter)
+    report = audit.run(options, time.perf_counter, print)
     folder = args.results / "audit"
     audit.write(
         report,
@@ -446,16 +447,6 @@ def _audit(args: argparse.Namespace) -> int:
         args.json or folder / "audit.json",
         args.evidence or args.results / "evidence.csv",
     )
-    for check in report.checks:
-        if check.passed:
-            print(f"{check.name}: passed ({check.count} checked)")
-        else:
-            first = check.failures[0]
-            print(
-                f"dtr-holes audit: {check.name} FAILED ({len(check.failures)} of {check.count}):"
-                f" {first.where}: {first.message}",
-                file=sys.stderr,
-            )
     print(f"audit {'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s")
     return 0 if report.passed else 1
 
@@ -669,6 +660,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # progress reaches a log file line by line
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         status = args.run(args) or 0
     except UserError as exc:
