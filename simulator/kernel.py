@@ -47,7 +47,7 @@ LO, HI, FAIL_OP, FAIL_REQ, FAIL_PINNED, FAIL_DEPTH, FAIL_OVER = 16, 17, 18, 19, 
 N_NODES, N_EVICTED, FALLBACKS, N_DUE, N_LISTED = 23, 24, 25, 26, 27
 EV_ON, EV_N, EV_FIRST_STEP, EV_LAST_STEP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
 EXACT = 34  # the stamp of regions that equal their rebuild from scratch (see _exact)
-EV_TOP = 35  # candidates kept per decision in the window (-1: every one; see _keep_best)
+EV_TOP = 35  # candidates kept per decision in the window (-1: every one; see _note_best)
 N_SCALARS = 36
 
 # Rows of sv, one column per storage
@@ -550,9 +550,33 @@ def _ratio(numerator: int, denominator: int) -> float:
 @njit(cache=True, inline="always")
 def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -> float:
     """The cost `policy` gives storage s (`class_value`: DTREqClass's e*)."""
+    regions = sv[FWD_C, s] + sv[REV_C, s]
+    return _scored(
+        policy, s, clock, class_value, params, sv, stor, regions, sv[REV_C, s], _count(s, sv)
+    )
+
+
+@njit(cache=True, inline="always")
+def _bound(policy: int, s: int, clock: int, params, sv, stor) -> float:
+    """s's score with its owed regions counted as empty: a lower bound of it, exact when s owes
+    nothing (every score grows with e* and |e*|, and correctly rounded division is monotonic)."""
+    fwd, rev = (1 - sv[FWD_DUE, s], 1 - sv[REV_DUE, s])
+    regions = fwd * sv[FWD_C, s] + rev * sv[REV_C, s]
+    count = fwd * sv[FWD_COUNT, s] + rev * sv[REV_COUNT, s]
+    return _scored(policy, s, clock, 0, params, sv, stor, regions, rev * sv[REV_C, s], count)
+
+
+@njit(cache=True, inline="always")
+def _count(s: int, sv: np.ndarray) -> int:
+    return sv[FWD_COUNT, s] + sv[REV_COUNT, s]
+
+
+@njit(cache=True, inline="always")
+def _scored(policy, s, clock, class_value, params, sv, stor, regions, rev_c, count) -> float:
+    """`score` with the regions' compute (both, and the reverse one) and size |e*| given."""
     size = stor[S_SIZE, s]
     staleness = clock - sv[LAST, s]
-    e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
+    e_star = sv[COMPUTE, s] + regions
     if policy == DTR:
         return _over_size_staleness(e_star, size, staleness)
     if policy == DTR_EQCLASS:
@@ -560,14 +584,13 @@ def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -
     if policy == DTR_LOCAL:
         return _over_size_staleness(sv[COMPUTE, s], size, staleness)
     if policy == MSPS:
-        return _ratio(sv[COMPUTE, s] + sv[REV_C, s], size)
+        return _ratio(sv[COMPUTE, s] + rev_c, size)
     if policy == LRU:
         return float(sv[LAST, s])
     if policy == NBHD_PENALTY:
-        count = sv[FWD_COUNT, s] + sv[REV_COUNT, s]
         return _over_size_staleness(e_star, size, staleness) * (1.0 + params[0] * count)
     if policy == HE_STAR:
-        return float(sv[FWD_COUNT, s] + sv[REV_COUNT, s])
+        return float(count)
     if policy in (COST_STALE, TWO_PHASE):
         return _ratio(e_star, staleness)
     # LARGEST_STORAGE
@@ -593,19 +616,11 @@ def _settle_scored(policy, s, g, sv, stor, flat, bits, stack) -> None:
 
 
 @njit(cache=True)
-def _outscored(s, clock, best, g, sv, stor, flat, bits, stack) -> bool:
-    """Whether s's DTR score exceeds `best` whatever its owed regions hold; else settle them.
-
-    An owed region adds a non-negative compute to e*, and correctly rounded division is
-    monotonic, so the score without the owed regions bounds it from below. When that bound
-    already exceeds `best`, s is neither the minimum nor zero and its regions can stay owed.
-    """
-    known = sv[COMPUTE, s]
-    if not sv[FWD_DUE, s]:
-        known += sv[FWD_C, s]
-    if not sv[REV_DUE, s]:
-        known += sv[REV_C, s]
-    if _over_size_staleness(known, stor[S_SIZE, s], clock - sv[LAST, s]) > best:
+def _outscored(s, clock, best, params, g, sv, stor, flat, bits, stack) -> bool:
+    """Whether s's DTR score exceeds `best` whatever its owed regions hold (`_bound`); else
+    settle them. An outscored s is neither the minimum nor zero: its regions can stay owed.
+    Other policies settle every owed candidate: the test, measured, gained them nothing."""
+    if _bound(DTR, s, clock, params, sv, stor) > best:
         return True
     settle(s, True, g, sv, stor, flat, bits, stack)
     settle(s, False, g, sv, stor, flat, bits, stack)
@@ -629,7 +644,7 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf) 
         if _owes(s, g, sv):
             if policy != DTR:
                 _settle_scored(policy, s, g, sv, stor, flat, bits, scratch)
-            elif _outscored(s, clock, best, g, sv, stor, flat, bits, scratch):
+            elif _outscored(s, clock, best, params, g, sv, stor, flat, bits, scratch):
                 s = sv[NEXT, s]
                 continue
         class_value = 0
@@ -886,21 +901,23 @@ def _emit(ev, g, kind, op, a, b, c, d, e, f, x):
 def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf):
     """A decision's event (the chosen storage's score components, then the shortfall) and,
     when the step is inside the window, before it every pool storage's components in pool order
-    (then whether the policy could choose it)."""
+    (then whether the policy could choose it), or the best g[EV_TOP] of them (`_note_best`)."""
     policy, params, rank = rule
     scored = DTR if policy == TCONTROL else policy
     decision = g[N_EVICTED]
     if g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]:
-        first = g[EV_N]
-        s = g[POOL_HEAD]
-        while s >= 0:
-            ev = _note_candidate(
-                ev, scored, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf
-            )
-            ev[g[EV_N] - 1, 9] = rank[s] >= g[LOCKED]
-            s = sv[NEXT, s]
         if g[EV_TOP] >= 0:
-            ev = _keep_best(ev, g, first, op, decision, victim)
+            ev = _note_best(
+                ev, scored, params, rank, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+            )
+        else:
+            s = g[POOL_HEAD]
+            while s >= 0:
+                ev = _note_candidate(
+                    ev, scored, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf
+                )
+                ev[g[EV_N] - 1, 9] = rank[s] >= g[LOCKED]
+                s = sv[NEXT, s]
     ev = _note_candidate(
         ev, scored, params, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
     )
@@ -910,79 +927,111 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
 
 
 @njit(cache=True)
-def _keep_best(ev, g, first, op, decision, victim):
-    """Replace the decision's candidate rows ev[first:] (pool order) by the g[EV_TOP] best the
-    scan evaluated, still in pool order, and a ranking event: how many it evaluated and the
-    chosen storage's rank among them (0 when it is not one of them).
+def _note_best(
+    ev, policy, params, rank, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+):
+    """The g[EV_TOP] best candidates the scan evaluated, in pool order, then a ranking event:
+    how many it evaluated and the chosen storage's rank among them (0 when not one of them).
 
     Evaluated: the candidates the policy could choose, in pool order up to the first zero score
-    (where a scan stops). Ranked by score, ties to the later one. A thrashing run's window can
-    list tens of millions of candidates; this keeps a few per decision.
+    (where a scan stops). Ranked by score, ties to the later one. A thrashing run's window holds
+    tens of millions of candidates: a candidate's owed regions are settled only once its lower
+    bound (`_bound`) could put it among the best or before the chosen one.
     """
-    end = g[EV_N]
-    evaluated = np.zeros(end - first, np.bool_)
+    ids = scratch[sv.shape[1] + 1 :]  # past a rebuild's stack, as in `compute`
+    m = 0
+    s = g[POOL_HEAD]
+    while s >= 0:
+        if rank[s] >= g[LOCKED]:
+            ids[m] = s
+            m += 1
+        s = sv[NEXT, s]
+    scores = np.empty(m)
+    exact = np.zeros(m, np.bool_)
+    for i in range(m):
+        if _owes(ids[i], g, sv):
+            scores[i] = _bound(policy, ids[i], g[CLOCK], params, sv, stor)
+        else:
+            scores[i] = _settled_score(policy, params, ids[i], g, sv, stor, flat, bits, scratch, uf)
+            exact[i] = True
+    end = m
+    for i in range(m):
+        if scores[i] == 0:
+            _make_exact(i, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf)
+        if scores[i] == 0:
+            end = i + 1
+            break
     chosen = -1
-    count = 0
-    for i in range(first, end):
-        if ev[i, 9] != 0:
-            evaluated[i - first] = True
-            count += 1
-            if ev[i, 3] == victim:
-                chosen = i
-            if ev[i, 8] == 0:
-                end = i + 1
-                break
+    for i in range(end):
+        if ids[i] == victim:
+            chosen = i
     rank = 0
     if chosen >= 0:
+        _make_exact(
+            chosen, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf
+        )
         rank = 1
-        for i in range(first, end):
-            if evaluated[i - first] and _ranks_before(ev, i, chosen):
-                rank += 1
-    kept = np.zeros(end - first, np.bool_)
-    for _ in range(min(g[EV_TOP], count)):
+        for i in range(end):
+            if i != chosen and scores[i] <= scores[chosen]:
+                _make_exact(
+                    i, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf
+                )
+                rank += _ranks_before(scores, i, chosen)
+    kept = np.zeros(end, np.bool_)
+    n_kept = 0
+    while n_kept < min(g[EV_TOP], end):
         best = -1
-        for i in range(first, end):
-            free = evaluated[i - first] and not kept[i - first]
-            if free and (best < 0 or _ranks_before(ev, i, best)):
+        for i in range(end):
+            if not kept[i] and (best < 0 or _ranks_before(scores, i, best)):
                 best = i
-        kept[best - first] = True
-    n = first
-    for i in range(first, end):
-        if kept[i - first]:
-            ev[n] = ev[i]
-            n += 1
-    g[EV_N] = n
-    return _emit(ev, g, EV_RANKING, op, decision, count, rank, 0, 0, 0, 0)
+        if exact[best]:  # every other candidate's score is at least its bound
+            kept[best] = True
+            n_kept += 1
+        else:
+            _make_exact(
+                best, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf
+            )
+    for i in range(end):
+        if kept[i]:
+            ev = _note_candidate(
+                ev, policy, params, op, decision, ids[i], g, sv, stor, flat, bits, scratch, uf
+            )
+            ev[g[EV_N] - 1, 9] = 1
+    return _emit(ev, g, EV_RANKING, op, decision, end, rank, 0, 0, 0, 0)
 
 
 @njit(cache=True, inline="always")
-def _ranks_before(ev, i, j) -> bool:
-    """Whether candidate row i ranks before row j: a lower score, or an equal one later."""
-    return ev[i, 8] < ev[j, 8] or (ev[i, 8] == ev[j, 8] and i > j)
+def _ranks_before(scores, i, j) -> bool:
+    """Whether candidate i ranks before candidate j: a lower score, or an equal one later."""
+    return scores[i] < scores[j] or (scores[i] == scores[j] and i > j)
 
 
 @njit(cache=True)
-def _note_candidate(ev, policy, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf):
+def _make_exact(i, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf):
+    """Replace candidate i's bound by its score."""
+    if not exact[i]:
+        scores[i] = _settled_score(policy, params, ids[i], g, sv, stor, flat, bits, scratch, uf)
+        exact[i] = True
+
+
+@njit(cache=True)
+def _settled_score(policy, params, s, g, sv, stor, flat, bits, scratch, uf) -> float:
+    """s's score once its owed regions are settled."""
     settle(s, True, g, sv, stor, flat, bits, scratch)
     settle(s, False, g, sv, stor, flat, bits, scratch)
     class_value = 0
     if policy == DTR_EQCLASS:
         class_value = class_compute(s, sv, stor, flat, scratch, uf[0], uf[1])
-    clock = g[CLOCK]
+    return score(policy, s, g[CLOCK], class_value, params, sv, stor)
+
+
+@njit(cache=True)
+def _note_candidate(ev, policy, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf):
+    cost = _settled_score(policy, params, s, g, sv, stor, flat, bits, scratch, uf)
     e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
-    return _emit(
-        ev,
-        g,
-        EV_CANDIDATE,
-        op,
-        decision,
-        s,
-        e_star,
-        stor[S_SIZE, s],
-        clock - sv[LAST, s],
-        sv[FWD_COUNT, s] + sv[REV_COUNT, s],
-        score(policy, s, clock, class_value, params, sv, stor),
-    )
+    staleness = g[CLOCK] - sv[LAST, s]
+    size, count = stor[S_SIZE, s], _count(s, sv)
+    return _emit(ev, g, EV_CANDIDATE, op, decision, s, e_star, size, staleness, count, cost)
 
 
 # ---------------------------------------------------------------- the replay
