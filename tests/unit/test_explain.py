@@ -115,9 +115,17 @@ def test_a_pair_that_does_not_fail_is_a_user_error() -> None:
 def test_a_control_that_differs_makes_the_intervention_invalid(found: dict) -> None:
     pair = explain.Pair(TRACE, "dtr", OK, FAIL)
     other = simulate(TRACE, OK)  # not the failing run: the control cannot reproduce it
-    r = explain._retention(pair, other, {"storage": "x1$"})
+    r = explain._retention(pair, other, {"storage": "x1$"}, None)
     assert not r["valid"]
     assert "the intervention is invalid" in explain.markdown({**found, "retention": r})
+
+
+def test_a_given_control_stands_for_the_control_replay(found: dict) -> None:
+    # The pipeline gives the failing run's record: it must give the failure as a replay would.
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    recorded = explain.explain(pair, control=simulate(TRACE, FAIL))
+    assert json.loads(json.dumps(recorded)) == found
+    assert not explain.explain(pair, control=simulate(TRACE, OK))["retention"]["valid"]
 
 
 def test_resnet32_acceptance(load_named) -> None:

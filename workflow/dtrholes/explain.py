@@ -37,6 +37,7 @@ def explain(
     window: tuple[int, int] | None = None,
     top: int = TOP,
     decisions: int | None = None,
+    control: Result | None = None,
 ) -> dict:
     """The four parts of an explanation, as a JSON-ready dict (see `markdown` for a reading).
 
@@ -44,7 +45,9 @@ def explain(
     by default from the step where the failing run last evicted the storage its failure had to
     rebuild (else the first differing decision) to the failing step. `decisions`: at most this
     many per run, the window's first and last halves (a thrashing run decides ~10^5 times in
-    its failing step alone), with the count left out between them.
+    its failing step alone), with the count left out between them. `control`: the failing
+    budget's Result from an earlier run retaining nothing (`simulate`, the retention's code
+    path), e.g. a record's; without one the control is replayed.
     """
     ok, ok_events = pair.run(pair.ok)
     fail, fail_events = pair.run(pair.fail)
@@ -72,7 +75,7 @@ def explain(
             pair, window or _default_window(target, divergence, cascade), top, decisions
         ),
         "cascade": cascade,
-        "retention": _retention(pair, fail, target),
+        "retention": _retention(pair, fail, target, control),
     }
 
 
@@ -283,9 +286,11 @@ def _json_number(value: object) -> object:
     return "inf" if isinstance(value, float) and math.isinf(value) else value
 
 
-def _retention(pair: Pair, fail: Result, target: dict | None) -> dict | None:
-    """Rerun the failing budget with the target never a candidate, and a control through the
-    same code path retaining nothing, which must replay the failure exactly."""
+def _retention(
+    pair: Pair, fail: Result, target: dict | None, control: Result | None
+) -> dict | None:
+    """Rerun the failing budget with the target never a candidate; a control through the same
+    code path retaining nothing (run now unless given) must give the failure exactly."""
     if target is None:
         return None
     run = dict(
@@ -296,7 +301,7 @@ def _retention(pair: Pair, fail: Result, target: dict | None) -> dict | None:
         overhead_cap=pair.overhead_cap,
     )
     retained = simulate(**run, retain=[target["storage"]])
-    control = simulate(**run, retain=[])
+    control = control if control is not None else simulate(**run, retain=[])
     return {
         "storage": target["storage"],
         "intervention": summary(retained, pair.peak),

@@ -218,7 +218,7 @@ def explain_regions(
     """Explain both edge brackets of every confirmed region (the completing sample below and the
     first failing one; the last failing one and the completing sample above), with a progress
     line per pair. Each explanation cites the records of its two runs, and its replays must
-    equal them."""
+    equal them; the failing run's record is the retention's control."""
     trace = job.loader()(job.trace)
     request = job.request("explain", 0, None)
     cited = _cited(listed)
@@ -243,7 +243,9 @@ def explain_regions(
             request.overhead_cap,
             job.baseline["peak_memory"],
         )
-        x = explain.explain(pair, top=probe["top"], decisions=probe.get("decisions"))
+        x = explain.explain(
+            pair, top=probe["top"], decisions=probe.get("decisions"), control=cited[fail][1]
+        )
         for run, budget in (("ok", ok), ("fail", fail)):
             run_id, result = cited[budget]
             if explain.summary(result, pair.peak) != x[run]:
