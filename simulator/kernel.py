@@ -628,18 +628,24 @@ def _outscored(s, clock, best, params, g, sv, stor, flat, bits, stack) -> bool:
 
 
 @njit(cache=True, inline="always")
-def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf) -> int:
+def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf):
     """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero.
 
-    Storages ranked below `n_locked` are not candidates (-1 if nothing else is in the pool).
+    Storages ranked below `n_locked` are not candidates. Returns the choice (-1 if nothing else
+    is in the pool) and the range of locked counts that lock the same storages in this scan:
+    above the highest rank it skipped, up to the lowest rank it evaluated.
     """
     best, best_s = math.inf, -1
+    top_locked, low_free = -1, NO_LIMIT
     s = g[POOL_HEAD]
     clock = g[CLOCK]
     while s >= 0:
-        if rank[s] < n_locked:
+        r = rank[s]
+        if r < n_locked:
+            top_locked = max(top_locked, r)
             s = sv[NEXT, s]
             continue
+        low_free = min(low_free, r)
         g[EVALS] += 1
         if _owes(s, g, sv):
             if policy != DTR:
@@ -656,7 +662,7 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf) 
         if cost == 0:
             break
         s = sv[NEXT, s]
-    return best_s
+    return best_s, top_locked + 1, low_free
 
 
 @njit(cache=True)
@@ -669,22 +675,30 @@ def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
     if policy == TCONTROL:
         return _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf)
     if policy == DTR:
-        return _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == DTR_EQCLASS:
-        return _scan(DTR_EQCLASS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(DTR_EQCLASS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == DTR_LOCAL:
-        return _scan(DTR_LOCAL, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(DTR_LOCAL, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == MSPS:
-        return _scan(MSPS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(MSPS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == LRU:
-        return _scan(LRU, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(LRU, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == NBHD_PENALTY:
-        return _scan(NBHD_PENALTY, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(NBHD_PENALTY, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == HE_STAR:
-        return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == COST_STALE:
-        return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
-    return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
+    return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
+
+
+@njit(cache=True, inline="always")
+def _locked_count(alpha, floor, n, mem, budget) -> int:
+    """⌈K·N⌉ for K = alpha · residual / budget + floor, in simrd's float arithmetic."""
+    residual = max(budget - mem, 0)
+    share = alpha * residual / budget if budget > 0 else 0.0
+    return math.ceil((share + floor) * n)
 
 
 @njit(cache=True)
@@ -692,20 +706,50 @@ def _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf
     """TControlInspired: DTR's choice among storages outside the ⌈K·N⌉ most central, where
     K = alpha · residual / budget + floor; the whole pool when all of it is locked."""
     alpha, floor = params[0], params[1]
-    if alpha != 0:
-        # The locked count varies with the budget in steps not folded into the interval:
-        # a run that reaches this decision certifies its own budget only.
-        g[LO], g[HI] = max(g[LO], budget), min(g[HI], budget)
-    residual = max(budget - g[MEM], 0)
-    share = alpha * residual / budget if budget > 0 else 0.0
-    n_locked = math.ceil((share + floor) * len(rank))
+    n_locked = _locked_count(alpha, floor, len(rank), g[MEM], budget)
     g[LOCKED] = n_locked
-    best = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf)
+    best, low, high = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf)
+    if alpha != 0:
+        _certify_locked(alpha, floor, len(rank), budget, low, high, g)
     if best < 0:
         g[FALLBACKS] += 1
         g[LOCKED] = 0
-        best = _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)
+        best = _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     return best
+
+
+@njit(cache=True)
+def _certify_locked(alpha, floor, n, budget, low, high, g) -> None:
+    """Narrow the certified interval to the budgets whose locked count lies in [low, high]: they
+    lock the same storages of the scan, so they make the same decision (a fallback included).
+
+    The count is monotone in the budget wherever residual / budget rounds monotonically: with
+    r = budget - memory, unit roundoff u = 2**-53 and budget <= HI, rounded
+    alpha·(r+1)/(budget+1) >= rounded alpha·r/budget whenever memory >= u·(2·r·HI + HI + r),
+    which holds with a factor of two to spare when (2·(HI - memory) + 2)·HI <= memory·2**52.
+    So the budgets with a count in range form an interval found by bisection. Where the bound
+    fails (never at real trace sizes) the run certifies its own budget only.
+    """
+    mem, lo, hi = g[MEM], g[LO], g[HI]
+    if hi > mem and (2.0 * (hi - mem) + 2.0) * hi > mem * 2.0**52:
+        g[LO], g[HI] = max(lo, budget), min(hi, budget)
+        return
+    if not low <= _locked_count(alpha, floor, n, mem, lo) <= high:
+        g[LO] = _last_alike(alpha, floor, n, mem, budget, lo, low, high)
+    if not low <= _locked_count(alpha, floor, n, mem, hi) <= high:
+        g[HI] = _last_alike(alpha, floor, n, mem, budget, hi, low, high)
+
+
+@njit(cache=True)
+def _last_alike(alpha, floor, n, mem, inside, outside, low, high) -> int:
+    """The budget nearest `outside` whose locked count, like that of `inside`, is in range."""
+    while abs(outside - inside) > 1:
+        middle = (inside + outside) // 2
+        if low <= _locked_count(alpha, floor, n, mem, middle) <= high:
+            inside = middle
+        else:
+            outside = middle
+    return inside
 
 
 @njit(cache=True, inline="always")

@@ -43,9 +43,6 @@ class Policy:
     eqclass: bool = False  # reads equivalence classes of evicted storages
     centrality: bool = False  # reads the storages' betweenness ranks
     params: tuple[Param, ...] = ()
-    # Parameters that, when non-zero, make decisions depend on the budget in steps the kernel
-    # does not fold into the certified interval: such a run certifies only its own budget.
-    point_params: tuple[str, ...] = ()
 
     def resolve(self, given: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
         """Defaults overridden by `given`, checked; unknown names are an error."""
@@ -58,12 +55,6 @@ class Policy:
         return tuple(
             (p.name, p.check(self.name, given.get(p.name, p.default))) for p in self.params
         )
-
-    def point_certified(self, given: dict[str, float] | None) -> bool:
-        """Whether runs with these parameters may certify only their own budget, so that a
-        sequence of runs cannot tile a budget range exactly."""
-        resolved = dict(self.resolve(given))
-        return any(resolved[name] != 0 for name in self.point_params)
 
 
 POLICIES: dict[str, Policy] = {}
@@ -120,7 +111,6 @@ register(
             Param("floor", 0.01, high=1.0),
             Param("seed", 20260926, high=2**32 - 1, integer=True),
         ),
-        point_params=("alpha",),
     )
 )
 

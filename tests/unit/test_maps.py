@@ -9,7 +9,7 @@ import pytest
 
 from dtrholes import maps
 from dtrholes.maps import Map, MapError, Span, Tile
-from simulator import Trace, budget_for, get_policy, peak_memory, simulate
+from simulator import Trace, budget_for, peak_memory, simulate
 from tests.tracegen import random_trace_text, tiny_trace
 
 SEEDS = range(12)
@@ -142,12 +142,6 @@ def test_holes_are_failing_segments_above_the_first_success() -> None:
     assert (summary.covered, summary.uncovered, summary.monotone) == (55, 5, False)
 
 
-def test_tcontrol_inspired_is_point_certified_unless_alpha_is_zero() -> None:
-    policy = get_policy("tcontrol-inspired")
-    assert policy.point_certified({}) and not policy.point_certified({"alpha": 0})
-    assert not get_policy("two-phase").point_certified({})
-
-
 @pytest.fixture(scope="module")
 def resnet32_map(load_named) -> tuple[Trace, Map]:
     trace = load_named("resnet32")
@@ -187,7 +181,8 @@ def test_map_command_writes_a_checked_table_and_a_verdict(tmp_path, capsys) -> N
     assert "runs," in capsys.readouterr().out
     assert cli.main([*args[:-2], "--param", "alpha=0.3", "--policy", "tcontrol-inspired",
                      "--out", str(out)]) == 0  # fmt: skip
-    assert maps.read(out).runs == 0 and "not mapped" in capsys.readouterr().out
+    m = maps.read(out)
+    assert 0 < m.runs < m.ranges[0].last - m.ranges[0].first and not maps.summarise(m).uncovered
 
 
 def _record(result, stage: str, outcome: str) -> dict:

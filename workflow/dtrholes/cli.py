@@ -197,9 +197,6 @@ def _map(args: argparse.Namespace) -> None:
 
     parts = []
     for i, chunk in enumerate(maps.split(span, args.chunks)):
-        if policy.point_certified(params):
-            parts.append(maps.not_exact(chunk, stages.POINT_CERTIFIED, i))
-            continue
         parts.append(maps.tile(run, chunk, args.max_runs, i, _progress(i, chunk)))
     m = maps.Map(trace.name, policy.name, peak, (span,), tuple(t for p in parts for t in p))
     maps.write(m, args.out)

@@ -121,12 +121,6 @@ def _run_tile(result: Result, run_id: str, span: Span, chunk: int) -> Tile:
     )
 
 
-def not_exact(span: Span, reason: str, chunk: int = 0) -> list[Tile]:
-    """The map of a policy whose runs certify only their own budget: no tiling, one uncovered
-    tile saying why (tiling byte by byte is no map)."""
-    return [Tile(span.first, span.last, UNCOVERED, chunk=chunk, reason=reason)]
-
-
 def check(tiles: list[Tile], ranges: list[Span], where: str) -> None:
     """Every byte of every range in exactly one tile, and no tile outside them."""
     expected = sorted(ranges, key=lambda s: s.first)

@@ -303,12 +303,8 @@ def crosscheck_points(
 
 
 def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.Map:
-    """One chunk of a map, each run recorded; a point-certified policy's is one uncovered tile."""
+    """One chunk of a map, each run recorded."""
     peak = job.baseline["peak_memory"]
-    policy = get_policy(job.policy)
-    if policy.point_certified(job.params["policies"][job.policy]):
-        tiles = maps.not_exact(span, POINT_CERTIFIED, chunk)
-        return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles))
     with job.session() as session:
 
         def run(budget: int) -> tuple[Result | None, str]:
@@ -317,9 +313,6 @@ def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.M
 
         tiles = maps.tile(run, span, job.params["maps"]["max_runs"], chunk, progress)
     return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles))
-
-
-POINT_CERTIFIED = "point-certified policy: runs certify only their own budget"
 
 
 def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool) -> dict:
