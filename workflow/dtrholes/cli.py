@@ -195,10 +195,12 @@ def _map(args: argparse.Namespace) -> None:
         request = Request(trace.name, trace.sha256, policy.name, resolved, budget, None, args.cap)
         return replayer.simulate(budget), request.run_id
 
-    parts = []
-    for i, chunk in enumerate(maps.split(span, args.chunks)):
-        parts.append(maps.tile(run, chunk, args.max_runs, i, _progress(i, chunk)))
-    m = maps.Map(trace.name, policy.name, peak, (span,), tuple(t for p in parts for t in p))
+    tiles = (
+        tile
+        for i, chunk in enumerate(maps.split(span, args.chunks))
+        for tile in maps.tile(run, chunk, args.max_runs, i, _progress(i, chunk))
+    )
+    m = maps.Map(trace.name, policy.name, peak, (span,), tuple(tiles))
     maps.write(m, args.out)
     summary = maps.summarise(m)
     print(f"{trace.name} · {policy.name}: {summary.runs:,} runs, {maptables.verdict(m, summary)}")
