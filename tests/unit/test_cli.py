@@ -177,6 +177,16 @@ def test_non_finite_ratio_is_one_line(chain: Path, capsys, ratio: str) -> None:
     run_failing(capsys, "--trace", str(chain), "--ratio", ratio)
 
 
+def test_an_interrupt_is_one_line_and_exit_130(chain: Path, capsys, monkeypatch) -> None:
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dtrholes.cli.simulate", interrupted)
+    assert main(["simulate", "--trace", str(chain), "--budget", "300"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err == "dtr-holes: interrupted\n"
+
+
 def test_console_script(chain: Path) -> None:
     argv = [str(CONSOLE_SCRIPT), "simulate", "--trace", str(chain), "--budget", "150", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)

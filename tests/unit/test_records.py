@@ -5,6 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -22,6 +27,25 @@ USAGE = Usage("2026-11-29T00:00:00+00:00", "2026-11-29T00:00:01+00:00", 1.0, 0.9
 def load_tiny(name: str):
     """Module-level, so the runner's worker process can unpickle it."""
     return TRACE
+
+
+def load_slowly(name: str):
+    """A worker that is busy (here: loading) when it is interrupted."""
+    print("loading", flush=True)
+    time.sleep(120)
+    return TRACE
+
+
+INTERRUPTED_CALLER = """
+import sys
+from pathlib import Path
+from dtrholes.runner import run_requests
+from tests.unit.test_records import load_slowly, request
+try:
+    run_requests([request(150)], load_slowly, Path(sys.argv[1]), fresh=sys.argv[2] == "fresh")
+except KeyboardInterrupt:
+    sys.exit("caller interrupted")
+"""
 
 
 def request(budget: int, policy: str = "dtr", stage: str = "A", guard_s: float = 120) -> Request:
@@ -124,6 +148,28 @@ def test_a_run_whose_process_dies_is_an_error_not_a_wait(tmp_path, fresh) -> Non
             session.run(request(-5))  # the simulator refuses the budget: its process exits
         assert session.run(request(150))[0] == simulate(TRACE, 150, "dtr")  # a new worker
     assert not (tmp_path / f"{request(-5).run_id}.json").exists()
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_an_interrupted_session_leaves_at_once_and_only_its_caller_reports_it(
+    tmp_path, fresh
+) -> None:
+    """Ctrl-C reaches the whole process group: the worker exits without a traceback, the
+    caller does not wait for the run and records nothing for it."""
+    caller = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_CALLER, str(tmp_path), "fresh" if fresh else "reused"],
+        cwd=Path(__file__).resolve().parents[2],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert caller.stdout.readline() == "loading\n"
+    os.killpg(caller.pid, signal.SIGINT)
+    _, stderr = caller.communicate(timeout=30)  # the worker's 120 s load is not waited for
+    assert caller.returncode == 1 and stderr == "caller interrupted\n"
+    assert not list(tmp_path.iterdir())
 
 
 def test_fresh_sessions_run_each_request_in_a_new_process(tmp_path) -> None:

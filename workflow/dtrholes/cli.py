@@ -669,6 +669,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped early, e.g. `head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:  # the records written so far stay; a rerun resumes after them
+        print("dtr-holes: interrupted", file=sys.stderr)
+        return 130
     return status
 
 

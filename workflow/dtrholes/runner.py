@@ -6,6 +6,7 @@ import functools
 import multiprocessing as mp
 import os
 import resource
+import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -75,8 +76,15 @@ def _timed(run: Callable[[], tuple[Result, int]]) -> Outcome:
     return Outcome(result, usage)
 
 
+def _leave_quietly_on_interrupt() -> None:
+    """A worker interrupted (Ctrl-C reaches the whole process group) exits without a
+    traceback: its caller is interrupted too and reports it once."""
+    signal.signal(signal.SIGINT, lambda signum, _: os._exit(128 + signum))
+
+
 def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
     """Runs every request it is sent; the caller kills it when one outlives the guard."""
+    _leave_quietly_on_interrupt()
     traces: dict[str, Trace] = {}
     resumer = _Resumer()
     while (asked := connection.recv()) is not None:
@@ -93,6 +101,7 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
     when it outlives the guard (the guard times the run; loading is not part of it). Each run
     thus starts in a new process that ran nothing before, without paying again for the
     interpreter, the imports, the trace and the kernel."""
+    _leave_quietly_on_interrupt()  # and so do the children it forks
     traces: dict[str, Trace] = {}
     fork = mp.get_context("fork")
     while (asked := connection.recv()) is not None:
@@ -191,8 +200,8 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.worker.close()
+    def __exit__(self, exc_type: type | None, *_: object) -> None:
+        self.worker.close(kill=exc_type is not None)  # interrupted: no waiting for the run
 
     def run(self, request: Request) -> tuple[Result | None, bool]:
         """The request's Result (None: it timed out) and whether it was executed just now."""
