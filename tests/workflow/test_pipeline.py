@@ -24,6 +24,21 @@ def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:
     assert planned(snakemake(scenario, "-n")) == PLANNED
 
 
+def test_listed_costly_traces_start_first(scenario: Path) -> None:
+    def priorities(output: str) -> dict[str, set[str]]:
+        blocks = re.findall(r"^(?:rule|checkpoint) (\w+):\n((?:    .*\n)+)", output, re.M)
+        found: dict[str, set[str]] = {}
+        for rule, block in blocks:
+            found.setdefault(rule, set()).update(re.findall(r"priority: (\d+)", block))
+        return found
+
+    listed = priorities(snakemake(scenario, "-n", "--config", "costliest_first=[lstm,resnet32]"))
+    for rule in ("baseline_trace", "sweep_stage", "plan_refinement"):
+        assert listed[rule] == {"1"}, rule  # the second of two listed
+    assert listed["render_protocol"] == listed["fetch_traces"] == set()
+    assert not any(priorities(snakemake(scenario, "-n")).values())
+
+
 def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     found = records.read_records(completed / "results" / "records")
     stages = {r["stage"] for r in found}

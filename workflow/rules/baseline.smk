@@ -7,6 +7,7 @@ rule baseline_trace:
         "results/logs/baseline/{trace}.log",
     benchmark:
         "results/benchmarks/baseline/{trace}.tsv"
+    priority: trace_priority
     params:
         sheet=config["trace_sheet"],
     shell:

@@ -29,6 +29,14 @@ wildcard_constraints:
     stage="a|b|c",
 
 
+def trace_priority(wildcards):
+    """Jobs of the traces listed in `costliest_first` start first, the first listed first: the
+    long chains of the costliest traces then overlap the others' jobs instead of ending the run
+    alone (Snakemake starts the ready job of highest priority)."""
+    order = config["costliest_first"]
+    return len(order) - order.index(wildcards.trace) if wildcards.trace in order else 0
+
+
 def spec(kind, policy=None):
     """The protocol values (and amendments) a job reads, as the JSON its command receives."""
     return json.dumps(plan.job_spec(PROTOCOL, kind, policy), sort_keys=True)

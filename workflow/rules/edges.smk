@@ -7,6 +7,7 @@ rule find_edges:
         "results/logs/edges/{trace}/{policy}.log",
     benchmark:
         "results/benchmarks/edges/{trace}/{policy}.tsv"
+    priority: trace_priority
     params:
         sheet=config["trace_sheet"],
         baseline="results/baselines/{trace}.json",

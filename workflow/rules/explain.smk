@@ -14,6 +14,7 @@ rule explain_regions:
         "results/logs/explain/{trace}/{policy}.log",
     benchmark:
         "results/benchmarks/explain/{trace}/{policy}.tsv"
+    priority: trace_priority
     params:
         sheet=config["trace_sheet"],
         baseline="results/baselines/{trace}.json",

@@ -5,6 +5,7 @@ checkpoint plan_maps:
         "results/maps/{trace}/plan.json",
     log:
         "results/logs/plan_maps/{trace}.log",
+    priority: trace_priority
     params:
         baseline="results/baselines/{trace}.json",
         spec=spec("map-plan"),
@@ -26,6 +27,7 @@ rule map_chunk:
         "results/logs/maps/{trace}/{policy}/{first}-{last}.log",
     benchmark:
         "results/benchmarks/maps/{trace}/{policy}/{first}-{last}.tsv"
+    priority: trace_priority
     params:
         sheet=config["trace_sheet"],
         protocol=config["protocol"],
@@ -45,6 +47,7 @@ rule merge_map:
         "results/maps/{trace}/{policy}.parquet",
     log:
         "results/logs/merge_map/{trace}/{policy}.log",
+    priority: trace_priority
     params:
         baseline="results/baselines/{trace}.json",
     shell:

@@ -5,6 +5,7 @@ checkpoint plan_refinement:
         "results/stage_b/{trace}/plan.json",
     log:
         "results/logs/plan_refinement/{trace}.log",
+    priority: trace_priority
     params:
         spec=spec("refine"),
     shell:

@@ -7,6 +7,7 @@ rule repeat_regions:
         "results/logs/repeats/{trace}/{policy}.log",
     benchmark:
         "results/benchmarks/repeats/{trace}/{policy}.tsv"
+    priority: trace_priority
     params:
         sheet=config["trace_sheet"],
         baseline="results/baselines/{trace}.json",

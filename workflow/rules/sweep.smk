@@ -9,6 +9,7 @@ rule sweep_stage:
         "results/logs/stage_{stage}/{trace}/{policy}/job{job}.log",
     benchmark:
         "results/benchmarks/stage_{stage}/{trace}/{policy}/job{job}.tsv"
+    priority: trace_priority
     params:
         sheet=config["trace_sheet"],
         protocol=config["protocol"],
