@@ -1,6 +1,7 @@
 """A pure-function replay of DTR training traces that makes exactly simrd's eviction decisions."""
 
 from simulator.api import (
+    Recording,
     Replayer,
     budget_for,
     peak_memory,
@@ -19,6 +20,7 @@ __all__ = [
     "Failure",
     "Events",
     "PolicyError",
+    "Recording",
     "Replayer",
     "Result",
     "Trace",

@@ -217,6 +217,78 @@ class Replayer:
         return setup.result(state, status, work, budget)[0]
 
 
+class Recording:
+    """`simulate_events` of one run (no candidates listed), with states saved along the way,
+    so that the candidates of a few of its decisions (`candidates`) are replayed from the
+    nearest saved state instead of from the start.
+
+    A state is saved between commands (at most every SEGMENT commands) once `spacing`
+    decisions were made since the last one; whenever more than `keep` are held, every other
+    one is dropped and the spacing doubles.
+    Memory stays bounded, and a listing replays at most about 2 / keep of the run's decisions
+    before its first one.
+    """
+
+    SEGMENT = 64  # commands replayed between two chances to save
+
+    def __init__(
+        self,
+        trace: Trace,
+        budget: int,
+        policy: str = "dtr",
+        params: dict[str, float] | None = None,
+        overhead_cap: float | None = None,
+        centrality: np.ndarray | None = None,
+        keep: int = 24,
+        spacing: int = 1024,
+    ):
+        self.budget = _budget(budget)
+        self.setup = _Setup.of(trace, policy, params, overhead_cap, centrality, ())
+        state = self.setup.new_state()
+        state.g[kernel.EV_ON], state.g[kernel.EV_LAST_STEP] = 1, -1  # no candidates
+        work, uf = kernel.new_work(self.setup.layout, state, self.setup.policy.eqclass)
+        self.saved: list[_Saved] = []
+        since = 0
+        status = kernel.RUNNING
+        for a in range(0, self.setup.commands, self.SEGMENT):
+            if state.g[kernel.N_EVICTED] - since >= spacing:
+                self.saved.append(_Saved.take(a, state, work, uf))
+                since = self.saved[-1].decisions
+                if len(self.saved) > keep:
+                    self.saved, spacing = self.saved[1::2], 2 * spacing
+            status, work, uf = self._segment(state, work, uf, a)
+            if status != kernel.RUNNING:
+                break
+        self.result, self.events = self.setup.result(state, status, work, self.budget)
+
+    def _segment(self, state, work, uf, command: int):
+        stop = min(command + self.SEGMENT, self.setup.commands)
+        return self.setup.run(state, work, uf, self.budget, command, stop)
+
+    def candidates(self, steps: tuple[int, int], decisions: tuple[int, int], top: int) -> Events:
+        """Events of the run replayed from the last state saved before decision
+        `decisions[0]` (numbered from 0) until decision `decisions[1]` is made, the decisions
+        numbered `decisions[0]`..`decisions[1]` made at steps `steps[0]`..`steps[1]` with
+        their `top` best candidates and a ranking, as `simulate_events` lists them."""
+        first, last = decisions
+        before = [saved for saved in self.saved if saved.decisions <= first]
+        if before:
+            start, (state, work, uf) = before[-1].command, before[-1].restore()
+        else:
+            start, state = 0, self.setup.new_state()
+            work, uf = kernel.new_work(self.setup.layout, state, self.setup.policy.eqclass)
+        g = state.g
+        g[kernel.EV_ON], g[kernel.EV_N], g[kernel.EV_TOP] = 1, 0, top
+        g[kernel.EV_FIRST_STEP], g[kernel.EV_LAST_STEP] = steps
+        g[kernel.EV_FIRST_DECISION], g[kernel.EV_LAST_DECISION] = first, last
+        status = kernel.RUNNING
+        for a in range(start, self.setup.commands, self.SEGMENT):
+            status, work, uf = self._segment(state, work, uf, a)
+            if status != kernel.RUNNING or g[kernel.N_EVICTED] > last:
+                break
+        return self.setup.result(state, status, work, self.budget)[1]
+
+
 @dataclass(frozen=True)
 class _Saved:
     """A replay's state between commands: before `command`, for budgets `lo`..`hi`."""
@@ -232,6 +304,11 @@ class _Saved:
         arrays = tuple(a.copy() for a in (*state, work[2], *uf))
         g = state.g
         return cls(command, int(g[kernel.LO]), int(g[kernel.HI]), arrays, work[:2])
+
+    @property
+    def decisions(self) -> int:
+        """How many eviction decisions the replay had made."""
+        return int(self.arrays[0][kernel.N_EVICTED])
 
     def restore(self):
         arrays = [a.copy() for a in self.arrays]

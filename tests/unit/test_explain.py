@@ -115,7 +115,7 @@ def test_a_pair_that_does_not_fail_is_a_user_error() -> None:
 def test_a_control_that_differs_makes_the_intervention_invalid(found: dict) -> None:
     pair = explain.Pair(TRACE, "dtr", OK, FAIL)
     other = simulate(TRACE, OK)  # not the failing run: the control cannot reproduce it
-    r = explain._retention(pair, other, {"storage": "x1$"}, None)
+    r = explain._retention(pair, explain.Runs(), other, {"storage": "x1$"}, None)
     assert not r["valid"]
     assert "the intervention is invalid" in explain.markdown({**found, "retention": r})
 
@@ -159,4 +159,22 @@ def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
     trace = tiny_trace(random_trace_text(3))
     _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30), top=5)
     assert not events.of("decision")
-    assert explain._decisions(events, None) == ([], 0)
+    assert explain._decisions(events) == []
+
+
+def test_pairs_sharing_budgets_replay_each_once(found: dict, monkeypatch) -> None:
+    replayed = []
+    for name in ("record", "retain"):
+        original = getattr(explain.Pair, name)
+        monkeypatch.setattr(
+            explain.Pair,
+            name,
+            lambda self, *a, f=original, n=name: replayed.append(n) or f(self, *a),
+        )
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    runs = explain.Runs()
+    first, again = explain.explain(pair, runs=runs), explain.explain(pair, runs=runs)
+    assert json.loads(json.dumps(first)) == json.loads(json.dumps(again)) == found
+    assert replayed == ["record", "record", "retain", "retain"]  # x1$ retained, the control
+    runs.record(pair, FAIL + 1)  # a third budget: the least recently used one (OK) goes
+    assert [key[-1] for key in runs.recorded] == [FAIL, FAIL + 1]

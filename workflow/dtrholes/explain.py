@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator import Events, Result, Trace, UserError, simulate, simulate_events
+from simulator import Events, Recording, Result, Trace, UserError, simulate
 from simulator.events import KINDS
 from simulator.result import OK
 
@@ -26,10 +26,41 @@ class Pair:
     overhead_cap: float | None = None
     peak: int | None = None  # the ratios' denominator, when known
 
-    def run(self, budget: int, **options) -> tuple[Result, Events]:
-        return simulate_events(
-            self.trace, budget, self.policy, dict(self.params), self.overhead_cap, **options
-        )
+    def record(self, budget: int) -> Recording:
+        return Recording(self.trace, budget, self.policy, dict(self.params), self.overhead_cap)
+
+    def retain(self, budget: int, storage: str | None) -> Result:
+        """The budget's run with `storage` never a candidate (None: nothing retained)."""
+        retained = [] if storage is None else [storage]
+        params = dict(self.params)
+        return simulate(self.trace, budget, self.policy, params, self.overhead_cap, retain=retained)
+
+
+class Runs:
+    """The replays of a sequence of explanations: the recordings of the `keep` budgets used
+    last, and every retention run. Neighbouring pairs share budgets (a one-sample region's two
+    brackets, the completing sample between two regions), which are then replayed once."""
+
+    def __init__(self, keep: int = 2):
+        self.keep = keep
+        self.recorded: dict[tuple, Recording] = {}  # least recently used first
+        self.retained: dict[tuple, Result] = {}
+
+    def record(self, pair: Pair, budget: int) -> Recording:
+        key = (pair.trace.sha256, pair.policy, pair.params, pair.overhead_cap, budget)
+        if key in self.recorded:
+            self.recorded[key] = self.recorded.pop(key)
+        else:
+            while len(self.recorded) >= self.keep:  # freed before the next one is recorded
+                del self.recorded[next(iter(self.recorded))]
+            self.recorded[key] = pair.record(budget)
+        return self.recorded[key]
+
+    def retain(self, pair: Pair, budget: int, storage: str | None) -> Result:
+        key = (pair.trace.sha256, pair.policy, pair.params, pair.overhead_cap, budget, storage)
+        if key not in self.retained:
+            self.retained[key] = pair.retain(budget, storage)
+        return self.retained[key]
 
 
 def explain(
@@ -38,6 +69,7 @@ def explain(
     top: int = TOP,
     decisions: int | None = None,
     control: Result | None = None,
+    runs: Runs | None = None,
 ) -> dict:
     """The four parts of an explanation, as a JSON-ready dict (see `markdown` for a reading).
 
@@ -47,19 +79,20 @@ def explain(
     many per run, the window's first and last halves (a thrashing run decides ~10^5 times in
     its failing step alone), with the count left out between them. `control`: the failing
     budget's Result from an earlier run retaining nothing (`simulate`, the retention's code
-    path), e.g. a record's; without one the control is replayed.
+    path), e.g. a record's; without one the control is replayed. `runs`: replays shared with
+    other explanations (see `Runs`).
     """
-    ok, ok_events = pair.run(pair.ok)
-    fail, fail_events = pair.run(pair.fail)
+    runs = runs or Runs()
+    recorded = {"ok": runs.record(pair, pair.ok), "fail": runs.record(pair, pair.fail)}
+    ok, fail = recorded["ok"].result, recorded["fail"].result
     if ok.outcome != OK or fail.outcome == OK:
         raise UserError(
             f"{pair.trace.name} at {pair.ok} and {pair.fail} bytes",
             "a completing and a failing budget",
             f"{ok.outcome} and {fail.outcome}",
         )
-    divergence = _divergence(ok_events, fail_events)
-    cascade = _cascade(fail, fail_events, ok_events)
-    del ok_events, fail_events  # the probe's replays need the memory (GBs on thrashing runs)
+    divergence = _divergence(recorded["ok"].events, recorded["fail"].events)
+    cascade = _cascade(fail, recorded["fail"].events, recorded["ok"].events)
     target = _target(cascade, divergence)
     return {
         "trace": pair.trace.name,
@@ -72,10 +105,10 @@ def explain(
         "fail": summary(fail, pair.peak),
         "divergence": divergence,
         "probe": _probe(
-            pair, window or _default_window(target, divergence, cascade), top, decisions
+            recorded, window or _default_window(target, divergence, cascade), top, decisions
         ),
         "cascade": cascade,
-        "retention": _retention(pair, fail, target, control),
+        "retention": _retention(pair, runs, fail, target, control),
     }
 
 
@@ -212,19 +245,30 @@ def _target(cascade: dict, divergence: dict) -> dict | None:
     return {"storage": chosen["storage"], "evicted_at_step": chosen["step"]}
 
 
-def _probe(pair: Pair, window: tuple[int, int], top: int, decisions: int | None) -> dict:
+def _probe(
+    recorded: dict[str, Recording], window: tuple[int, int], top: int, decisions: int | None
+) -> dict:
     """Each run's decisions at the window's steps, with the top-ranked candidates, and what
     each step of the window did."""
-    budgets = {"ok": pair.ok, "fail": pair.fail}
-    runs = {name: _probed(pair, b, window, top, decisions) for name, b in budgets.items()}
+    runs = {name: _probed(r, window, top, decisions) for name, r in recorded.items()}
     return {"first_step": window[0], "last_step": window[1], "top": top, **runs}
 
 
-def _probed(pair: Pair, budget: int, window: tuple[int, int], top: int, most: int | None) -> dict:
-    """One run's part of the probe (its events, the best candidates included, freed on
-    return)."""
-    _, events = pair.run(budget, candidates=window, top=top)
-    listed, omitted = _decisions(events, most)
+def _probed(recorded: Recording, window: tuple[int, int], top: int, most: int | None) -> dict:
+    """One run's part of the probe: at most `most` of its decisions in the window, the first
+    and last halves, each with its best candidates (replayed from the recording's nearest
+    saved state), how many were left out, and what each step of the window did."""
+    events = recorded.events
+    numbers = events.values(events.where("decision", steps=window), "decision").astype(int)
+    omitted = 0 if most is None else max(0, len(numbers) - most)
+    if omitted:
+        numbers = np.r_[numbers[: most // 2], numbers[most // 2 + omitted :]]
+    blocks = np.split(numbers, np.flatnonzero(np.diff(numbers) != 1) + 1) if len(numbers) else []
+    listed = [
+        decision
+        for block in blocks
+        for decision in _decisions(recorded.candidates(window, (block[0], block[-1]), top))
+    ]
     return {"decisions": listed, "omitted": omitted, "steps": _steps(events, window)}
 
 
@@ -245,22 +289,17 @@ def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
     return list(steps.values())
 
 
-def _decisions(events: Events, most: int | None) -> tuple[list[dict], int]:
-    """Decisions in the window, from a replay that kept the best few candidates of each
-    (`simulate_events` with `top`): candidates are those the policy could choose, in pool
-    order up to the first zero score (where a scan stops), ranked by score, ties to the later
-    one. The chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover
-    test). At most `most` of them, the first and last halves, and how many were left out."""
+def _decisions(events: Events) -> list[dict]:
+    """The decisions listed with candidates, from a replay that kept the best few of each
+    (`Recording.candidates`): candidates are those the policy could choose, in pool order up to
+    the first zero score (where a scan stops), ranked by score, ties to the later one. The
+    chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover test)."""
     listed: list[dict] = []
     positions = events.where("candidate", "ranking", "decision")
     decided = np.flatnonzero(events.values(positions, "kind") == KINDS.index("decision"))
     begins = np.concatenate(([0], decided + 1))[: len(decided)]  # after the decision before
-    inside = begins != decided  # a ranking before it: in the window
+    inside = begins != decided  # a ranking before it: listed
     begins, decided = begins[inside], decided[inside]
-    omitted = 0 if most is None else max(0, len(decided) - most)
-    if omitted:
-        keep = np.r_[0 : most // 2, most // 2 + omitted : len(decided)]
-        begins, decided = begins[keep], decided[keep]
     for begin, at in zip(begins.tolist(), decided.tolist(), strict=True):
         ranking = events.event(int(positions[at - 1]))
         best = positions[begin : at - 1]
@@ -273,7 +312,7 @@ def _decisions(events: Events, most: int | None) -> tuple[list[dict], int]:
                 "top": [_candidate(events.event(int(c))) for c in best[order]],
             }
         )
-    return listed, omitted
+    return listed
 
 
 def _candidate(c: dict) -> dict:
@@ -287,21 +326,14 @@ def _json_number(value: object) -> object:
 
 
 def _retention(
-    pair: Pair, fail: Result, target: dict | None, control: Result | None
+    pair: Pair, runs: Runs, fail: Result, target: dict | None, control: Result | None
 ) -> dict | None:
     """Rerun the failing budget with the target never a candidate; a control through the same
     code path retaining nothing (run now unless given) must give the failure exactly."""
     if target is None:
         return None
-    run = dict(
-        trace=pair.trace,
-        budget=pair.fail,
-        policy=pair.policy,
-        params=dict(pair.params),
-        overhead_cap=pair.overhead_cap,
-    )
-    retained = simulate(**run, retain=[target["storage"]])
-    control = control if control is not None else simulate(**run, retain=[])
+    retained = runs.retain(pair, pair.fail, target["storage"])
+    control = control if control is not None else runs.retain(pair, pair.fail, None)
     return {
         "storage": target["storage"],
         "intervention": summary(retained, pair.peak),

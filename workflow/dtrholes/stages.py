@@ -232,6 +232,7 @@ def explain_regions(
         )
     ]
     probe = job.params["explain"]
+    runs = explain.Runs()  # a budget two pairs share is replayed once
     found = []
     for i, (ok, fail) in enumerate(pairs, 1):
         pair = explain.Pair(
@@ -244,7 +245,11 @@ def explain_regions(
             job.baseline["peak_memory"],
         )
         x = explain.explain(
-            pair, top=probe["top"], decisions=probe.get("decisions"), control=cited[fail][1]
+            pair,
+            top=probe["top"],
+            decisions=probe.get("decisions"),
+            control=cited[fail][1],
+            runs=runs,
         )
         for run, budget in (("ok", ok), ("fail", fail)):
             run_id, result = cited[budget]

@@ -1,0 +1,62 @@
+"""Recording: a recorded run whose decisions' candidates are replayed from saved states,
+equal to the candidates of a replay from the start."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from simulator import POLICIES, Recording, peak_memory, simulate_events
+from simulator.api import _Setup
+from tests.tracegen import random_trace_text, tiny_trace
+
+SEEDS = range(12)
+TOP = 3
+
+
+def _listed(events, block: tuple[int, int]) -> np.ndarray:
+    """The candidate, ranking and decision rows of the decisions in `block`, steps aside."""
+    rows = events.rows[events.where("candidate", "ranking", "decision")]
+    decision = rows[:, 2]  # the decision number: the second value of these kinds
+    return rows[(block[0] <= decision) & (decision <= block[1])][:, :-1]
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_candidates_from_saved_states_equal_a_replay_from_the_start(policy, monkeypatch):
+    monkeypatch.setattr(Recording, "SEGMENT", 1)  # a chance to save after every command
+    rng = random.Random(20261202)
+    resumed = 0
+    for seed in SEEDS:
+        trace = tiny_trace(random_trace_text(seed, 40, joins=seed % 2 == 1))
+        budget, cap = peak_memory(trace) // 4, (None, 1.5)[seed % 2]
+        recorded = Recording(trace, budget, policy, overhead_cap=cap, keep=3, spacing=1)
+        result, events = simulate_events(trace, budget, policy, overhead_cap=cap)
+        assert recorded.result == result
+        assert np.array_equal(recorded.events.rows, events.rows)
+        n = result.evictions
+        if n == 0:
+            continue
+        steps = recorded.events.values(recorded.events.where("decision"), "step")
+        for _ in range(4):
+            first = rng.randrange(n)
+            block = (first, rng.randrange(first, n))
+            window = (int(steps[rng.randrange(first + 1)]), int(steps[-1]))
+            _, full = simulate_events(trace, budget, policy, None, cap, candidates=window, top=TOP)
+            listed = recorded.candidates(window, block, TOP)
+            assert np.array_equal(_listed(listed, block), _listed(full, block)), f"seed {seed}"
+            resumed += any(saved.decisions <= first for saved in recorded.saved)
+    assert resumed > 0, "no listing resumed from a saved state: that path went untested"
+
+
+def test_saved_states_stay_bounded_and_spread_out(load_named) -> None:
+    """Whatever the run's length, at most `keep` states are held, spaced in decisions."""
+    trace = load_named("resnet32")
+    budget = int(peak_memory(trace) * 0.104)
+    recorded = Recording(trace, budget, keep=4, spacing=1)
+    decisions = [saved.decisions for saved in recorded.saved]
+    assert 2 <= len(decisions) <= 4
+    assert decisions == sorted(set(decisions))
+    assert decisions[-1] <= recorded.result.evictions
+    assert _Setup.of(trace, "dtr", None, None, None, ()).commands > decisions[-1] > 0
