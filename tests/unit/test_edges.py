@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dtrholes.edges import exact_edge
@@ -11,6 +13,7 @@ from tests.tracegen import random_trace_text, tiny_trace
 # Measured on unmodified simrd (DTR, ResNet-32): it fails at every budget of these byte ranges
 # although the budgets just below and above complete.
 ISLANDS = [(981_111_552, 981_111_807), (1_069_692_896, 1_069_693_023)]
+_RESULT = simulate(tiny_trace(random_trace_text(1)), 2**40)  # fields replaced below
 
 
 @pytest.mark.parametrize(("first", "last"), ISLANDS)
@@ -38,7 +41,8 @@ def test_bisection_finds_both_edges_of_an_island(load_named, first, last) -> Non
     assert lower.runs < 10 and upper.runs < 10  # certified intervals make the jumps
 
 
-def test_edges_on_random_traces_are_adjacent_budgets_that_differ() -> None:
+@pytest.mark.parametrize("split", [0.5, 0.25, 0.1])
+def test_edges_on_random_traces_are_adjacent_budgets_that_differ(split: float) -> None:
     found = 0
     for seed in range(40):
         trace = tiny_trace(random_trace_text(seed))
@@ -49,7 +53,7 @@ def test_edges_on_random_traces_are_adjacent_budgets_that_differ() -> None:
         peak = run(2**62 - 1).peak_memory
         if run(0).outcome == run(peak).outcome:
             continue
-        edge = exact_edge(run, run(0), run(peak))
+        edge = exact_edge(run, run(0), run(peak), split=split)
         assert edge.resolved
         assert run(edge.below).outcome == edge.outcome_below != "ok"
         assert run(edge.below + 1).outcome == edge.outcome_above == "ok"
@@ -79,3 +83,17 @@ def test_budgets_with_one_feasibility_are_an_error() -> None:
     ends = [simulate(trace, b, "dtr") for b in (2**40, 2**41)]
     with pytest.raises(UserError, match="differ in feasibility"):
         exact_edge(lambda b: simulate(trace, b, "dtr"), *ends)
+
+
+@pytest.mark.parametrize(
+    ("split", "cheap_below", "probe"),
+    [(0.5, True, 550), (0.25, True, 325), (0.25, False, 775), (0.5, False, 550)],
+)
+def test_probes_cut_the_span_at_the_split_from_the_cheaper_side(split, cheap_below, probe):
+    """Certified up to 100 below and from 1,000 above: the first probe of a span of 900."""
+    low, high = (1.0, 60.0) if cheap_below else (60.0, 1.0)
+    first = replace(_RESULT, outcome="ok", budget=50, budget_lo=0, budget_hi=100, overhead=low)
+    last = replace(_RESULT, outcome="thrashed", budget=1000, budget_lo=1000, overhead=high)
+    probes = []
+    exact_edge(lambda budget: probes.append(budget), first, last, split=split)  # None: stop
+    assert probes == [probe]

@@ -37,11 +37,16 @@ def exact_edge(
     first: Result,
     last: Result,
     max_runs: int | None = None,
+    split: float = 0.5,
 ) -> Edge:
     """Bisect on integer bytes between two runs that differ in feasibility, jumping with each
     run's certified interval (every budget in it ends the same way), until two adjacent budgets
     differ. `run` may return None (a timeout), which stops the search. Finds one edge; between
-    the two budgets there may be several."""
+    the two budgets there may be several.
+
+    Each probe cuts the open span at `split` of its width from the side whose run had the
+    lower overhead (0.5: halves). A probe near a thrashing run mostly thrashes too, at up to
+    the overhead cap's cost, and one near a cheap run is mostly cheap."""
     if not first.budget < last.budget or feasible(first.outcome) == feasible(last.outcome):
         raise UserError(
             f"budgets {first.budget} and {last.budget}",
@@ -53,7 +58,8 @@ def exact_edge(
     below, above, runs = first, last, 0
     lo, hi = _top(first), last.budget_lo
     while hi - lo > 1 and (max_runs is None or runs < max_runs):
-        middle = run((lo + hi) // 2)
+        share = split if below.overhead <= above.overhead else 1 - split
+        middle = run(lo + min(max(int((hi - lo) * share), 1), hi - lo - 1))
         runs += 1
         if middle is None:
             break

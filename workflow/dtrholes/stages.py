@@ -143,9 +143,10 @@ def find_edges(
             run_ids.append(request.run_id)
             return session.run(request)[0]
 
+        search = job.params["edges"]
         for i, (a, b) in enumerate(pairs, 1):
             edge = edges.exact_edge(
-                run, known[a.budget], known[b.budget], job.params["edges"]["max_runs"]
+                run, known[a.budget], known[b.budget], search["max_runs"], search.get("split", 0.5)
             )
             found.append(_edge_row(job, a, b, edge))
             progress(
