@@ -115,13 +115,18 @@ class _Setup:
     def commands(self) -> int:
         return self.layout.cmds.shape[1]
 
-    def new_state(self) -> kernel.State:
-        return kernel.new_state(self.layout, self.policy.regions)
+    def start(self, saved: _Saved | None = None, record: bool = False):
+        """Where a replay begins: (command, state, work, uf) from a saved state or, without
+        one, from the schedule's start, recording events when `record`."""
+        if saved is not None:
+            return saved.command, *saved.restore()
+        state = kernel.new_state(self.layout, self.policy.regions)
+        state.g[kernel.EV_ON] = record
+        return 0, state, *kernel.new_work(self.layout, state, self.policy.eqclass)
 
     def prepare(self) -> None:
         """Load or compile the kernel for the arguments `run` passes, running nothing."""
-        state = self.new_state()
-        work, uf = kernel.new_work(self.layout, state, self.policy.eqclass)
+        _, state, work, uf = self.start()
         args = self._arguments(state, work, uf, 0, 0, 0)
         kernel.replay.compile(tuple(numba.typeof(a) for a in args))
 
@@ -160,11 +165,9 @@ class _Setup:
 def _replay(trace, budget, policy, params, cap, centrality, retain, record, window, top):
     budget = _budget(budget)
     setup = _Setup.of(trace, policy, params, cap, centrality, retain)
-    state = setup.new_state()
-    state.g[kernel.EV_ON] = record
+    _, state, work, uf = setup.start(record=record)
     state.g[kernel.EV_FIRST_STEP], state.g[kernel.EV_LAST_STEP] = window
     state.g[kernel.EV_TOP] = top
-    work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
     status, work, uf = setup.run(state, work, uf, budget, 0, setup.commands)
     return setup.result(state, status, work, budget)
 
@@ -198,11 +201,8 @@ class Replayer:
     def simulate(self, budget: int) -> Result:
         budget = _budget(budget)
         setup, saved = self.setup, self.saved
-        if saved is not None and saved.lo <= budget <= saved.hi:
-            start, (state, work, uf) = saved.command, saved.restore()
-        else:
-            start, state = 0, setup.new_state()
-            work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
+        resumable = saved is not None and saved.lo <= budget <= saved.hi
+        start, state, work, uf = setup.start(saved if resumable else None)
         self.resumed_at, keep, status = start, None, kernel.RUNNING
         for a, b in zip(self.cuts, self.cuts[1:], strict=False):
             if a < start:
@@ -244,9 +244,8 @@ class Recording:
     ):
         self.budget = _budget(budget)
         self.setup = _Setup.of(trace, policy, params, overhead_cap, centrality, ())
-        state = self.setup.new_state()
-        state.g[kernel.EV_ON], state.g[kernel.EV_LAST_STEP] = 1, -1  # no candidates
-        work, uf = kernel.new_work(self.setup.layout, state, self.setup.policy.eqclass)
+        _, state, work, uf = self.setup.start(record=True)
+        state.g[kernel.EV_LAST_STEP] = -1  # no candidates
         self.saved: list[_Saved] = []
         since = 0
         status = kernel.RUNNING
@@ -272,13 +271,9 @@ class Recording:
         their `top` best candidates and a ranking, as `simulate_events` lists them."""
         first, last = decisions
         before = [saved for saved in self.saved if saved.decisions <= first]
-        if before:
-            start, (state, work, uf) = before[-1].command, before[-1].restore()
-        else:
-            start, state = 0, self.setup.new_state()
-            work, uf = kernel.new_work(self.setup.layout, state, self.setup.policy.eqclass)
+        start, state, work, uf = self.setup.start(before[-1] if before else None, record=True)
         g = state.g
-        g[kernel.EV_ON], g[kernel.EV_N], g[kernel.EV_TOP] = 1, 0, top
+        g[kernel.EV_N], g[kernel.EV_TOP] = 0, top  # a saved state's events stay behind
         g[kernel.EV_FIRST_STEP], g[kernel.EV_LAST_STEP] = steps
         g[kernel.EV_FIRST_DECISION], g[kernel.EV_LAST_DECISION] = first, last
         status = kernel.RUNNING

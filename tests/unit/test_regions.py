@@ -41,8 +41,7 @@ def _drifted(state: kernel.State, layout, s: int, forward: bool) -> bool:
 def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> int:
     """Replay command by command; assert every stamped region equals its rebuild; count them."""
     setup = _Setup.of(trace, policy, None, None, None, ())
-    state = setup.new_state()
-    work, uf = kernel.new_work(setup.layout, state, setup.policy.eqclass)
+    _, state, work, uf = setup.start()
     sv, checked = state.sv, 0
     for i in range(setup.commands):
         status, work, uf = setup.run(state, work, uf, budget, i, i + 1)

@@ -47,7 +47,7 @@ class Runs:
         self.retained: dict[tuple, Result] = {}
 
     def record(self, pair: Pair, budget: int) -> Recording:
-        key = (pair.trace.sha256, pair.policy, pair.params, pair.overhead_cap, budget)
+        key = _run_key(pair, budget)
         if key in self.recorded:
             self.recorded[key] = self.recorded.pop(key)
         else:
@@ -57,10 +57,15 @@ class Runs:
         return self.recorded[key]
 
     def retain(self, pair: Pair, budget: int, storage: str | None) -> Result:
-        key = (pair.trace.sha256, pair.policy, pair.params, pair.overhead_cap, budget, storage)
+        key = (*_run_key(pair, budget), storage)
         if key not in self.retained:
             self.retained[key] = pair.retain(budget, storage)
         return self.retained[key]
+
+
+def _run_key(pair: Pair, budget: int) -> tuple:
+    """What a run of the pair's trace and policy at `budget` depends on."""
+    return pair.trace.sha256, pair.policy, pair.params, pair.overhead_cap, budget
 
 
 def explain(

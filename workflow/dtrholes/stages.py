@@ -143,11 +143,8 @@ def find_edges(
             run_ids.append(request.run_id)
             return session.run(request)[0]
 
-        search = job.params["edges"]
         for i, (a, b) in enumerate(pairs, 1):
-            edge = edges.exact_edge(
-                run, known[a.budget], known[b.budget], search["max_runs"], search.get("split", 0.5)
-            )
+            edge = edges.exact_edge(run, known[a.budget], known[b.budget], **job.params["edges"])
             found.append(_edge_row(job, a, b, edge))
             progress(
                 f"[{i}/{len(pairs)}] {job.trace} {job.policy} edge {edge.below:,} | "
