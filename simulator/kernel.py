@@ -311,7 +311,9 @@ def _exact(base, forward, g, sv) -> bool:
     (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`; an eviction
     that simrd's drifted frontiers hide from a region takes its stamp (`_unstamp_missed`). A new
     stamp makes every region unknown: taken when a storage that is not material gains an edge
-    or compute (nothing lists the regions holding it).
+    or compute (nothing lists the regions holding it). An owed forward region whose stamp is
+    g[EXACT] is not exact, but its frontier row holds every storage of its rebuild's frontier
+    (see `_ahead`).
     """
     return not sv[FWD_DUE if forward else REV_DUE, base] and (
         sv[FWD_EXACT if forward else REV_EXACT, base] == g[EXACT]
@@ -382,8 +384,9 @@ def _shrink(base, forward, fresh, n_fresh, g, sv, stor, flat, bits) -> bool:
     interior = FWD_INT if forward else REV_INT
     count, compute = (FWD_COUNT, FWD_C) if forward else (REV_COUNT, REV_C)
     ptr, visible = (S_FWD, N_FWD) if forward else (S_REV, N_REV)
+    due = FWD_DUE if forward else REV_DUE  # a fresh storage's owed region is not empty
     for i in range(n_fresh):
-        if _has(bits, interior, base, fresh[i]) and sv[count, fresh[i]]:
+        if _has(bits, interior, base, fresh[i]) and (sv[count, fresh[i]] or sv[due, fresh[i]]):
             return False
     for i in range(n_fresh):
         r = fresh[i]
@@ -462,15 +465,24 @@ def _rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, stack) -> None:
     """Rebuild the regions of new material storages; the regions that held them shrink to
     their rebuild (`_shrink`) or owe it (`_owe`). Pinned storages' regions are never read (a
     pinned storage is never scored, evicted or freed): simrd maintains them, skipping them
-    changes no decision."""
+    changes no decision.
+
+    A single fresh storage's forward region is owed too when `_ahead` can tell without it
+    which reverse regions it borders: in a chain of rematerializations the next one makes it
+    owed anyway, and these rebuilds were most of the time of thrashing runs. An owed forward
+    region keeps a superset of its rebuild's frontier in its frontier row, for `_ahead`.
+    """
     affected = np.zeros(bits.shape[2], np.uint64)
     affected_rev = np.zeros(bits.shape[2], np.uint64)
     for i in range(n_fresh):
-        s = fresh[i]
-        rebuild(s, True, g, sv, stor, flat, bits, stack)
-        rebuild(s, False, g, sv, stor, flat, bits, stack)
-        affected |= bits[REV_FR, s, :]
-        affected_rev |= bits[FWD_FR, s, :]
+        rebuild(fresh[i], False, g, sv, stor, flat, bits, stack)
+        affected |= bits[REV_FR, fresh[i], :]
+    if n_fresh == 1 and _ahead(fresh[0], g, sv, stor, flat, bits, affected_rev):
+        _owe(fresh[0], True, g, sv)
+    else:
+        for i in range(n_fresh):
+            rebuild(fresh[i], True, g, sv, stor, flat, bits, stack)
+            affected_rev |= bits[FWD_FR, fresh[i], :]
     for forward, bases in ((True, affected), (False, affected_rev)):
         for w in range(len(bases)):
             word = bases[w]
@@ -479,8 +491,65 @@ def _rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, stack) -> None:
                 if not sv[PINNED, base] and not _shrink(
                     base, forward, fresh, n_fresh, g, sv, stor, flat, bits
                 ):
+                    if forward:  # its rebuild's frontier may now hold the fresh storages
+                        for i in range(n_fresh):
+                            _set(bits, FWD_FR, base, fresh[i])
                     _owe(base, forward, g, sv)
                 word &= word - _U1
+
+
+@njit(cache=True)
+def _ahead(s, g, sv, stor, flat, bits, out) -> bool:
+    """Put into `out` the storages on just-computed s's forward frontier (its rebuild's) whose
+    reverse regions are read (not pinned, not owed), from those regions instead: s is in one's
+    interior iff it is on s's frontier, when that region is exact (see _exact). Candidates:
+    a storage p bordering s from behind whose forward region is exact, or owed with its stamp
+    kept, and p's frontier row, which then holds every storage of its rebuild's frontier; s's
+    frontier is part of p's. s's forward region is then owed, its frontier row a superset of
+    the rebuild's and stamped. False, changing nothing, when s's forward region is empty (its
+    rebuild costs nothing), there is no such p, or a candidate's reverse region is not known
+    exact.
+    """
+    leads = False
+    for j in range(stor[S_FWD, s], stor[S_FWD, s] + sv[N_FWD, s]):
+        if not sv[MATERIAL, flat[j]]:
+            leads = True
+            break
+    if not leads:
+        return False
+    behind = -1
+    for w in range(bits.shape[2]):
+        word = bits[REV_FR, s, w]
+        while word and behind < 0:
+            p = w * 64 + _low_bit(word)
+            if not sv[PINNED, p] and sv[FWD_EXACT, p] == g[EXACT]:
+                behind = p
+            word &= word - _U1
+        if behind >= 0:
+            break
+    if behind < 0:
+        return False
+    found = np.zeros(bits.shape[2], np.uint64)
+    unknown = np.zeros(bits.shape[2], np.uint64)
+    for w in range(bits.shape[2]):
+        word = bits[FWD_FR, behind, w]
+        if w == behind >> 6:
+            word |= _U1 << np.uint64(behind & 63)  # a cycle through an alias can lead back
+        while word:
+            x = w * 64 + _low_bit(word)
+            bit = _U1 << np.uint64(x & 63)
+            if x != s and sv[MATERIAL, x] and not sv[PINNED, x]:
+                if sv[REV_DUE, x]:
+                    unknown[w] |= bit
+                elif sv[REV_EXACT, x] != g[EXACT]:
+                    return False
+                elif _has(bits, REV_INT, x, s):
+                    found[w] |= bit
+            word &= word - _U1
+    out |= found
+    bits[FWD_FR, s, :] = found | unknown
+    sv[FWD_EXACT, s] = g[EXACT]
+    return True
 
 
 # ---------------------------------------------------------------- equivalence classes
