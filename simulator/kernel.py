@@ -506,9 +506,10 @@ def _ahead(s, g, sv, stor, flat, bits, out) -> bool:
     a storage p bordering s from behind whose forward region is exact, or owed with its stamp
     kept, and p's frontier row, which then holds every storage of its rebuild's frontier; s's
     frontier is part of p's. s's forward region is then owed, its frontier row a superset of
-    the rebuild's and stamped. False, changing nothing, when s's forward region is empty (its
-    rebuild costs nothing), there is no such p, or a candidate's reverse region is not known
-    exact.
+    the rebuild's and stamped. False, changing nothing, when s's forward region is empty, when
+    there is no such p, when p's exact region holds fewer storages than a row has words (a
+    rebuild of s's costs less than a pass over the row), or when a candidate's reverse region
+    is not known exact.
     """
     leads = False
     for j in range(stor[S_FWD, s], stor[S_FWD, s] + sv[N_FWD, s]):
@@ -527,27 +528,24 @@ def _ahead(s, g, sv, stor, flat, bits, out) -> bool:
             word &= word - _U1
         if behind >= 0:
             break
-    if behind < 0:
+    if behind < 0 or (not sv[FWD_DUE, behind] and sv[FWD_COUNT, behind] < bits.shape[2]):
         return False
-    found = np.zeros(bits.shape[2], np.uint64)
-    unknown = np.zeros(bits.shape[2], np.uint64)
-    for w in range(bits.shape[2]):
-        word = bits[FWD_FR, behind, w]
-        if w == behind >> 6:
-            word |= _U1 << np.uint64(behind & 63)  # a cycle through an alias can lead back
-        while word:
-            x = w * 64 + _low_bit(word)
-            bit = _U1 << np.uint64(x & 63)
-            if x != s and sv[MATERIAL, x] and not sv[PINNED, x]:
-                if sv[REV_DUE, x]:
-                    unknown[w] |= bit
-                elif sv[REV_EXACT, x] != g[EXACT]:
-                    return False
-                elif _has(bits, REV_INT, x, s):
-                    found[w] |= bit
-            word &= word - _U1
-    out |= found
-    bits[FWD_FR, s, :] = found | unknown
+    for write in (False, True):
+        for w in range(bits.shape[2]):
+            word = bits[FWD_FR, behind, w]
+            if w == behind >> 6:
+                word |= _U1 << np.uint64(behind & 63)  # a cycle through an alias can lead back
+            while word:
+                x = w * 64 + _low_bit(word)
+                if x != s and sv[MATERIAL, x] and not sv[PINNED, x]:
+                    unknown = sv[REV_DUE, x] != 0
+                    if not unknown and sv[REV_EXACT, x] != g[EXACT]:
+                        return False
+                    if write and (unknown or _has(bits, REV_INT, x, s)):
+                        _set(bits, FWD_FR, s, x)  # (the row of a storage not material is 0)
+                        if not unknown:
+                            out[w] |= _U1 << np.uint64(x & 63)
+                word &= word - _U1
     sv[FWD_EXACT, s] = g[EXACT]
     return True
 
