@@ -484,8 +484,8 @@ def _edge(args: argparse.Namespace) -> None:
     trace = fetch.load_trace(args.trace, fetch.default_data_dir())
     peak = peak_memory(trace)
 
-    def run(budget: int) -> Result:
-        return simulate(trace, budget, args.policy, overhead_cap=args.cap)
+    def run(budget: int, cap: float | None = None) -> Result:
+        return simulate(trace, budget, args.policy, overhead_cap=args.cap if cap is None else cap)
 
     low, high = (run(budget_for(trace, r, peak)) for r in (args.low, args.high))
     edge = edges.exact_edge(run, low, high)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from simulator import Result, UserError
-from simulator.result import OK
+from simulator.result import OK, THRASHED
 
 
 @dataclass(frozen=True)
@@ -32,42 +33,122 @@ def feasible(outcome: str) -> bool:
     return outcome == OK
 
 
+class _Held(NamedTuple):
+    """A run the search holds on one side of the edge: the budget up to (lower side) or from
+    (upper side) which it counts there, and whether it ends as it would under the full cap."""
+
+    result: Result
+    bound: int
+    settled: bool
+
+
 def exact_edge(
-    run: Callable[[int], Result | None],
+    run: Callable[[int, float | None], Result | None],
     first: Result,
     last: Result,
     max_runs: int | None = None,
     split: float = 0.5,
+    probe_factor: float | None = None,
+    probe_floor: float = 1.0,
 ) -> Edge:
     """Bisect on integer bytes between two runs that differ in feasibility, jumping with each
     run's certified interval (every budget in it ends the same way), until two adjacent budgets
-    differ. `run` may return None (a timeout), which stops the search. Finds one edge; between
-    the two budgets there may be several.
+    differ. `run(budget, cap)` runs a budget under an overhead cap (None: the samples' own) and
+    may return None (a timeout), which stops the search. Finds one edge; between the two
+    budgets there may be several.
 
     Each probe cuts the open span at `split` of its width from the side whose run had the
     lower overhead (0.5: halves). A probe near a thrashing run mostly thrashes too, at up to
-    the overhead cap's cost, and one near a cheap run is mostly cheap."""
+    the overhead cap's cost, and one near a cheap run is mostly cheap.
+
+    With `probe_factor`, probes run first under a lower cap: the completing sample's overhead
+    times the factor, at least `probe_floor`, when that is below the samples' cap. A probe that
+    completes or runs out of memory under it ends identically under the full cap; one that
+    thrashes is unsettled: it counts as failing while the span narrows, and only an unsettled
+    run that ends up bounding the edge is rerun under the full cap at its bounding budget. A
+    probe that thrashes costs its cap in overhead, and the probes near a completing sample mostly
+    complete with an overhead like its own.
+    """
     if not first.budget < last.budget or feasible(first.outcome) == feasible(last.outcome):
         raise UserError(
             f"budgets {first.budget} and {last.budget}",
             "a lower and a higher budget that differ in feasibility",
             f"{first.outcome} and {last.outcome}",
         )
-    # Invariant: `below` is certified up to `lo` and `above` from `hi`, feasible as `first`
-    # and as `last` respectively.
-    below, above, runs = first, last, 0
-    lo, hi = _top(first), last.budget_lo
-    while hi - lo > 1 and (max_runs is None or runs < max_runs):
-        share = split if below.overhead <= above.overhead else 1 - split
-        middle = run(lo + min(max(int((hi - lo) * share), 1), hi - lo - 1))
-        runs += 1
-        if middle is None:
-            break
-        if feasible(middle.outcome) == feasible(first.outcome):
-            lo, below = _top(middle), middle
+    search = _Search(first, last)
+    cap = first.overhead_cap
+    completing = first if feasible(first.outcome) else last
+    probe_cap = (
+        None if probe_factor is None else max(probe_floor, probe_factor * completing.overhead)
+    )
+    while max_runs is None or search.runs < max_runs:
+        if search.hi - search.lo > 1:
+            share = split if search.cheaper_below(cap) else 1 - split
+            width = search.hi - search.lo
+            budget = search.lo + min(max(int(width * share), 1), width - 1)
+            probed = run(budget, probe_cap if _lower(probe_cap, cap) else None)
+        elif (unsettled := search.unsettled_bound()) is not None:
+            probed = run(unsettled, None)
         else:
-            hi, above = middle.budget_lo, middle
-    return Edge(lo, hi, below.outcome, above.outcome, runs)
+            break
+        search.runs += 1
+        if probed is None:
+            break
+        search.hold(probed)
+    return search.edge()
+
+
+def _lower(probe_cap: float | None, cap: float | None) -> bool:
+    return probe_cap is not None and (cap is None or probe_cap < cap)
+
+
+class _Search:
+    """The runs held on each side of the edge, innermost last, and the open span between."""
+
+    def __init__(self, first: Result, last: Result):
+        self.first, self.runs = first, 0
+        self.below = [_Held(first, _top(first), True)]
+        self.above = [_Held(last, last.budget_lo, True)]
+
+    @property
+    def lo(self) -> int:
+        return self.below[-1].bound
+
+    @property
+    def hi(self) -> int:
+        return self.above[-1].bound
+
+    def cheaper_below(self, cap: float | None) -> bool:
+        return _cost(self.below[-1], cap) <= _cost(self.above[-1], cap)
+
+    def unsettled_bound(self) -> int | None:
+        """The bounding budget of the innermost run if it is unsettled, dropped from its side
+        (only the failing side holds unsettled runs)."""
+        for side in (self.below, self.above):
+            if not side[-1].settled:
+                return side.pop().bound
+        return None
+
+    def hold(self, r: Result) -> None:
+        """Put `r` on its side, counting from inside its certified interval and the open span
+        (an unsettled run's interval, certified under the probe cap, may reach past the span)."""
+        settled = r.outcome != THRASHED or r.overhead_cap == self.first.overhead_cap
+        if feasible(r.outcome) == feasible(self.first.outcome):
+            self.below.append(_Held(r, min(_top(r), self.hi - 1), settled))
+        else:
+            self.above.append(_Held(r, max(r.budget_lo, self.lo + 1), settled))
+
+    def edge(self) -> Edge:
+        """The innermost settled runs' bounds: an unresolved search leaves the edge between."""
+        below = next(held for held in reversed(self.below) if held.settled)
+        above = next(held for held in reversed(self.above) if held.settled)
+        return Edge(below.bound, above.bound, below.result.outcome, above.result.outcome, self.runs)
+
+
+def _cost(held: _Held, cap: float | None) -> float:
+    """What a run near a held one may cost, in overhead: an unsettled run's is the full cap's
+    (under it, completing and running out of memory end identically; thrashing may not)."""
+    return held.result.overhead if held.settled or cap is None else cap
 
 
 def _top(result: Result) -> int:

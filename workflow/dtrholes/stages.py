@@ -34,7 +34,15 @@ class Job:
     def params(self) -> dict:
         return plan.parameters(self.spec)
 
-    def request(self, stage: str, budget: int, ratio: float | None, repeat: int = 0) -> Request:
+    def request(
+        self,
+        stage: str,
+        budget: int,
+        ratio: float | None,
+        repeat: int = 0,
+        cap: float | None = None,
+    ) -> Request:
+        """A run of this job; `cap` overrides the protocol's overhead cap (edge probes)."""
         limits = self.params["limits"]
         return Request(
             trace=self.trace,
@@ -43,7 +51,7 @@ class Job:
             params=get_policy(self.policy).resolve(self.params["policies"][self.policy]),
             budget=budget,
             ratio=ratio,
-            overhead_cap=limits["overhead_cap"],
+            overhead_cap=limits["overhead_cap"] if cap is None else cap,
             wall_clock_s=limits["wall_clock_s"],
             stage=stage,
             repeat=repeat,
@@ -138,8 +146,8 @@ def find_edges(
     found = []
     with job.session() as session:
 
-        def run(budget: int) -> Result | None:
-            request = job.request("edge", budget, None)
+        def run(budget: int, cap: float | None) -> Result | None:
+            request = job.request("edge", budget, None, cap=cap)
             run_ids.append(request.run_id)
             return session.run(request)[0]
 
