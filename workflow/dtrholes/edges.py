@@ -76,17 +76,12 @@ def exact_edge(
             f"{first.outcome} and {last.outcome}",
         )
     search = _Search(first, last)
-    cap = first.overhead_cap
-    completing = first if feasible(first.outcome) else last
-    probe_cap = (
-        None if probe_factor is None else max(probe_floor, probe_factor * completing.overhead)
-    )
+    probe_cap = _probe_cap(first, last, probe_factor, probe_floor)
     while max_runs is None or search.runs < max_runs:
         if search.hi - search.lo > 1:
-            share = split if search.cheaper_below(cap) else 1 - split
+            share = split if search.cheaper_below() else 1 - split
             width = search.hi - search.lo
-            budget = search.lo + min(max(int(width * share), 1), width - 1)
-            probed = run(budget, probe_cap if _lower(probe_cap, cap) else None)
+            probed = run(search.lo + min(max(int(width * share), 1), width - 1), probe_cap)
         elif (unsettled := search.unsettled_bound()) is not None:
             probed = run(unsettled, None)
         else:
@@ -98,8 +93,13 @@ def exact_edge(
     return search.edge()
 
 
-def _lower(probe_cap: float | None, cap: float | None) -> bool:
-    return probe_cap is not None and (cap is None or probe_cap < cap)
+def _probe_cap(first: Result, last: Result, factor: float | None, floor: float) -> float | None:
+    """The cap probes run under first, if it is below the samples' own."""
+    if factor is None:
+        return None
+    completing = first if feasible(first.outcome) else last
+    cap = max(floor, factor * completing.overhead)
+    return cap if first.overhead_cap is None or cap < first.overhead_cap else None
 
 
 class _Search:
@@ -118,7 +118,8 @@ class _Search:
     def hi(self) -> int:
         return self.above[-1].bound
 
-    def cheaper_below(self, cap: float | None) -> bool:
+    def cheaper_below(self) -> bool:
+        cap = self.first.overhead_cap
         return _cost(self.below[-1], cap) <= _cost(self.above[-1], cap)
 
     def unsettled_bound(self) -> int | None:
