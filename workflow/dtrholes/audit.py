@@ -322,10 +322,32 @@ def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
                 found += _first(
                     mine, lambda r, b=budget: r["budget"] == b and r["stage"] in stages.SAMPLED
                 )
+        cap = next((r["overhead_cap"] for r in mine if r["stage"] in stages.SAMPLED), None)
         for e in json.loads(row["exact_edges"]):
-            found += _first(mine, lambda r, e=e: _top(r) == e["below"])
-            found += _first(mine, lambda r, e=e: r["result"]["budget_lo"] == e["above"])
+            found += _bounding(mine, e, cap)
     return list(dict.fromkeys(found))
+
+
+def _bounding(candidates: list[dict], edge: dict, cap: float | None) -> list[str]:
+    """The first records of the runs certified to end as the edge says just below and just
+    above it (under the samples' cap)."""
+    below = _first(
+        candidates, lambda r: _top(r) == edge["below"] and _ends(r, edge["outcome_below"], cap)
+    )
+    above = _first(
+        candidates,
+        lambda r: (
+            r["result"]["budget_lo"] == edge["above"] and _ends(r, edge["outcome_above"], cap)
+        ),
+    )
+    return below + above
+
+
+def _ends(record: dict, outcome: str, cap: float | None) -> bool:
+    """Whether a record's run ends with `outcome` as under the samples' cap (an edge probe that
+    thrashed under a lower cap may not: it is not the run that bounds the edge)."""
+    ended = record["result"]["outcome"]
+    return ended == outcome and (ended != "thrashed" or record["overhead_cap"] == cap)
 
 
 def _first(candidates: list[dict], test) -> list[str]:
