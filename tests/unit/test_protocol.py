@@ -12,7 +12,7 @@ from dtrholes import protocol
 from dtrholes.protocol import ProtocolError
 
 REPO = Path(__file__).resolve().parents[2]
-TODAY = dt.date(2026, 12, 3)
+TODAY = dt.date(2026, 12, 4)
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def amend(directory: Path, name: str, text: str) -> Path:
 
 
 ADD_LRU = """\
-date: 2026-12-03
+date: 2026-12-04
 title: LRU as a baseline
 kind: amendment
 reason: A policy that reads no graph at all.
@@ -50,7 +50,7 @@ def test_shipped_history_reproduces_the_study() -> None:
         "tcontrol-inspired",
     ]
     assert current.value("stage_b/triggers") == ["status", "overhead", "stage_c"]
-    assert current.value("confirmation") == {"repeats": 3, "points": "region", "simrd": ["dtr"]}
+    assert current.value("confirmation") == {"repeats": 3, "points": "brackets", "simrd": ["dtr"]}
     dates = [a.date for a in current.history]
     assert dates == sorted(dates) and dates[0] == current.fixed
     kinds = {a.kind for a in current.history}
@@ -62,18 +62,18 @@ def test_version_is_a_content_hash_of_the_parameters(shipped: Path) -> None:
     before = protocol.load(shipped, TODAY)
     assert before.version == protocol.load(shipped, TODAY).version
     assert len(before.version) == 12
-    amend(shipped, "2026-12-03-zz-note.yaml", NOTE)
+    amend(shipped, "2026-12-04-zz-note.yaml", NOTE)
     assert protocol.load(shipped, TODAY).version == before.version  # a note changes nothing
-    amend(shipped, "2026-12-03-zz-lru.yaml", ADD_LRU)
+    amend(shipped, "2026-12-04-zz-lru.yaml", ADD_LRU)
     after = protocol.load(shipped, TODAY)
     assert after.version != before.version and after.parameters["policies"]["lru"] == {}
-    assert after.sources(["policies/lru"]) == ("2026-12-03-zz-lru",)
+    assert after.sources(["policies/lru"]) == ("2026-12-04-zz-lru",)
     assert after.sources(["policies/dtr", "stage_a"]) == ()
-    assert after.sources(["policies"])[-1] == "2026-12-03-zz-lru"  # a parent path sees it
+    assert after.sources(["policies"])[-1] == "2026-12-04-zz-lru"  # a parent path sees it
 
 
 NOTE = """\
-date: 2026-12-03
+date: 2026-12-04
 title: Ran on a laptop
 kind: execution-note
 reason: Nothing changes.
@@ -84,36 +84,36 @@ changes: []
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("2026-12-03-broken.yaml", "date: [unclosed", "readable YAML"),
-        ("2026-12-03-no-reason.yaml", ADD_LRU.replace("reason:", "why:"), "reason"),
-        ("2026-12-03-kind.yaml", ADD_LRU.replace("kind: amendment", "kind: erratum"), "kind"),
-        ("2026-12-03-unknown.yaml", ADD_LRU.replace("policies/lru", "stage_z/lru"), "stage_z"),
+        ("2026-12-04-broken.yaml", "date: [unclosed", "readable YAML"),
+        ("2026-12-04-no-reason.yaml", ADD_LRU.replace("reason:", "why:"), "reason"),
+        ("2026-12-04-kind.yaml", ADD_LRU.replace("kind: amendment", "kind: erratum"), "kind"),
+        ("2026-12-04-unknown.yaml", ADD_LRU.replace("policies/lru", "stage_z/lru"), "stage_z"),
         (
-            "2026-12-03-unknown-leaf.yaml",
+            "2026-12-04-unknown-leaf.yaml",
             ADD_LRU.replace("policies/lru\n    new: {}", "stage_a/speed\n    new: 3"),
             "speed",
         ),
         (
-            "2026-12-03-missing.yaml",
+            "2026-12-04-missing.yaml",
             ADD_LRU.replace("new: {}", "old: {}\n    new: {b: 1}"),
             "no parameter 'lru'",
         ),
         (
-            "2026-12-03-old.yaml",
+            "2026-12-04-old.yaml",
             ADD_LRU.replace(
                 "policies/lru\n    new: {}", "limits/overhead_cap\n    old: 50\n    new: 70"
             ),
             "old value 60, found 50",
         ),
-        ("2026-12-03-exists.yaml", ADD_LRU.replace("policies/lru", "policies/dtr"), "existing"),
-        ("2026-09-25-early.yaml", ADD_LRU.replace("2026-12-03", "2026-09-25"), "on or after"),
-        ("2026-12-04-future.yaml", ADD_LRU.replace("2026-12-03", "2026-12-04"), "not later than"),
-        ("2026-12-03-bad-date.yaml", ADD_LRU.replace("2026-12-03", "2026-13-01"), "date"),
+        ("2026-12-04-exists.yaml", ADD_LRU.replace("policies/lru", "policies/dtr"), "existing"),
+        ("2026-09-25-early.yaml", ADD_LRU.replace("2026-12-04", "2026-09-25"), "on or after"),
+        ("2026-12-05-future.yaml", ADD_LRU.replace("2026-12-04", "2026-12-05"), "not later than"),
+        ("2026-12-04-bad-date.yaml", ADD_LRU.replace("2026-12-04", "2026-13-01"), "date"),
         ("notes.yaml", ADD_LRU, "YYYY-MM-DD-slug.yaml"),
-        ("2026-12-03-note-changes.yaml", ADD_LRU.replace("amendment", "execution-note"), "changes"),
-        ("2026-12-03-policy.yaml", ADD_LRU.replace("policies/lru", "policies/fifo"), "fifo"),
+        ("2026-12-04-note-changes.yaml", ADD_LRU.replace("amendment", "execution-note"), "changes"),
+        ("2026-12-04-policy.yaml", ADD_LRU.replace("policies/lru", "policies/fifo"), "fifo"),
         (
-            "2026-12-03-param.yaml",
+            "2026-12-04-param.yaml",
             ADD_LRU.replace("policies/lru\n    new: {}", "policies/dtr/b\n    new: 1"),
             "policies/dtr",
         ),
@@ -137,11 +137,11 @@ def test_a_bad_base_is_one_error_naming_the_file(shipped: Path) -> None:
 def test_amendments_apply_in_date_order_then_by_file_name(shipped: Path) -> None:
     first = ADD_LRU
     second = ADD_LRU.replace("policies/lru\n    new: {}", "policies/lru\n    old: {}")
-    amend(shipped, "2026-12-03-zz-a-add.yaml", first)
-    amend(shipped, "2026-12-03-zz-b-remove.yaml", second)
+    amend(shipped, "2026-12-04-zz-a-add.yaml", first)
+    amend(shipped, "2026-12-04-zz-b-remove.yaml", second)
     current = protocol.load(shipped, TODAY)
     assert "lru" not in current.parameters["policies"]
-    assert [a.id for a in current.history[-2:]] == ["2026-12-03-zz-a-add", "2026-12-03-zz-b-remove"]
+    assert [a.id for a in current.history[-2:]] == ["2026-12-04-zz-a-add", "2026-12-04-zz-b-remove"]
 
 
 def test_show_and_render_carry_the_history() -> None:
@@ -149,6 +149,7 @@ def test_show_and_render_carry_the_history() -> None:
     text = protocol.describe(current)
     assert current.version in text and "2026-09-26-tcontrol-inspired" in text
     assert 'confirmation/points: "brackets" -> "region"' in text
+    assert 'confirmation/points: "region" -> "brackets"' in text
     rendered = protocol.render(current)
     assert rendered["version"] == current.version
     assert [h["id"] for h in rendered["history"]] == [a.id for a in current.history]
