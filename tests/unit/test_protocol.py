@@ -12,7 +12,11 @@ from dtrholes import protocol
 from dtrholes.protocol import ProtocolError
 
 REPO = Path(__file__).resolve().parents[2]
-TODAY = dt.date(2026, 12, 4)
+# The latest shipped amendment's date: the amendments tests add are dated then (or later).
+TODAY = max(
+    dt.date.fromisoformat(p.name[:10]) for p in (REPO / "protocol/amendments").glob("*.yaml")
+)
+DAY, NEXT_DAY = TODAY.isoformat(), (TODAY + dt.timedelta(days=1)).isoformat()
 
 
 @pytest.fixture
@@ -27,14 +31,14 @@ def amend(directory: Path, name: str, text: str) -> Path:
     return path
 
 
-ADD_LRU = """\
-date: 2026-12-04
+ADD_LRU = f"""\
+date: {DAY}
 title: LRU as a baseline
 kind: amendment
 reason: A policy that reads no graph at all.
 changes:
   - path: policies/lru
-    new: {}
+    new: {{}}
 """
 
 
@@ -62,18 +66,18 @@ def test_version_is_a_content_hash_of_the_parameters(shipped: Path) -> None:
     before = protocol.load(shipped, TODAY)
     assert before.version == protocol.load(shipped, TODAY).version
     assert len(before.version) == 12
-    amend(shipped, "2026-12-04-zz-note.yaml", NOTE)
+    amend(shipped, f"{DAY}-zz-note.yaml", NOTE)
     assert protocol.load(shipped, TODAY).version == before.version  # a note changes nothing
-    amend(shipped, "2026-12-04-zz-lru.yaml", ADD_LRU)
+    amend(shipped, f"{DAY}-zz-lru.yaml", ADD_LRU)
     after = protocol.load(shipped, TODAY)
     assert after.version != before.version and after.parameters["policies"]["lru"] == {}
-    assert after.sources(["policies/lru"]) == ("2026-12-04-zz-lru",)
+    assert after.sources(["policies/lru"]) == (f"{DAY}-zz-lru",)
     assert after.sources(["policies/dtr", "stage_a"]) == ()
-    assert after.sources(["policies"])[-1] == "2026-12-04-zz-lru"  # a parent path sees it
+    assert after.sources(["policies"])[-1] == f"{DAY}-zz-lru"  # a parent path sees it
 
 
-NOTE = """\
-date: 2026-12-04
+NOTE = f"""\
+date: {DAY}
 title: Ran on a laptop
 kind: execution-note
 reason: Nothing changes.
@@ -84,36 +88,36 @@ changes: []
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("2026-12-04-broken.yaml", "date: [unclosed", "readable YAML"),
-        ("2026-12-04-no-reason.yaml", ADD_LRU.replace("reason:", "why:"), "reason"),
-        ("2026-12-04-kind.yaml", ADD_LRU.replace("kind: amendment", "kind: erratum"), "kind"),
-        ("2026-12-04-unknown.yaml", ADD_LRU.replace("policies/lru", "stage_z/lru"), "stage_z"),
+        (f"{DAY}-broken.yaml", "date: [unclosed", "readable YAML"),
+        (f"{DAY}-no-reason.yaml", ADD_LRU.replace("reason:", "why:"), "reason"),
+        (f"{DAY}-kind.yaml", ADD_LRU.replace("kind: amendment", "kind: erratum"), "kind"),
+        (f"{DAY}-unknown.yaml", ADD_LRU.replace("policies/lru", "stage_z/lru"), "stage_z"),
         (
-            "2026-12-04-unknown-leaf.yaml",
+            f"{DAY}-unknown-leaf.yaml",
             ADD_LRU.replace("policies/lru\n    new: {}", "stage_a/speed\n    new: 3"),
             "speed",
         ),
         (
-            "2026-12-04-missing.yaml",
+            f"{DAY}-missing.yaml",
             ADD_LRU.replace("new: {}", "old: {}\n    new: {b: 1}"),
             "no parameter 'lru'",
         ),
         (
-            "2026-12-04-old.yaml",
+            f"{DAY}-old.yaml",
             ADD_LRU.replace(
                 "policies/lru\n    new: {}", "limits/overhead_cap\n    old: 50\n    new: 70"
             ),
             "old value 60, found 50",
         ),
-        ("2026-12-04-exists.yaml", ADD_LRU.replace("policies/lru", "policies/dtr"), "existing"),
-        ("2026-09-25-early.yaml", ADD_LRU.replace("2026-12-04", "2026-09-25"), "on or after"),
-        ("2026-12-05-future.yaml", ADD_LRU.replace("2026-12-04", "2026-12-05"), "not later than"),
-        ("2026-12-04-bad-date.yaml", ADD_LRU.replace("2026-12-04", "2026-13-01"), "date"),
+        (f"{DAY}-exists.yaml", ADD_LRU.replace("policies/lru", "policies/dtr"), "existing"),
+        ("2026-09-25-early.yaml", ADD_LRU.replace(DAY, "2026-09-25"), "on or after"),
+        (f"{NEXT_DAY}-future.yaml", ADD_LRU.replace(DAY, NEXT_DAY), "not later than"),
+        (f"{DAY}-bad-date.yaml", ADD_LRU.replace(DAY, "2026-13-01"), "date"),
         ("notes.yaml", ADD_LRU, "YYYY-MM-DD-slug.yaml"),
-        ("2026-12-04-note-changes.yaml", ADD_LRU.replace("amendment", "execution-note"), "changes"),
-        ("2026-12-04-policy.yaml", ADD_LRU.replace("policies/lru", "policies/fifo"), "fifo"),
+        (f"{DAY}-note-changes.yaml", ADD_LRU.replace("amendment", "execution-note"), "changes"),
+        (f"{DAY}-policy.yaml", ADD_LRU.replace("policies/lru", "policies/fifo"), "fifo"),
         (
-            "2026-12-04-param.yaml",
+            f"{DAY}-param.yaml",
             ADD_LRU.replace("policies/lru\n    new: {}", "policies/dtr/b\n    new: 1"),
             "policies/dtr",
         ),
@@ -137,11 +141,11 @@ def test_a_bad_base_is_one_error_naming_the_file(shipped: Path) -> None:
 def test_amendments_apply_in_date_order_then_by_file_name(shipped: Path) -> None:
     first = ADD_LRU
     second = ADD_LRU.replace("policies/lru\n    new: {}", "policies/lru\n    old: {}")
-    amend(shipped, "2026-12-04-zz-a-add.yaml", first)
-    amend(shipped, "2026-12-04-zz-b-remove.yaml", second)
+    amend(shipped, f"{DAY}-zz-a-add.yaml", first)
+    amend(shipped, f"{DAY}-zz-b-remove.yaml", second)
     current = protocol.load(shipped, TODAY)
     assert "lru" not in current.parameters["policies"]
-    assert [a.id for a in current.history[-2:]] == ["2026-12-04-zz-a-add", "2026-12-04-zz-b-remove"]
+    assert [a.id for a in current.history[-2:]] == [f"{DAY}-zz-a-add", f"{DAY}-zz-b-remove"]
 
 
 def test_show_and_render_carry_the_history() -> None:
