@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import records
+from dtrholes import records, runner
 from dtrholes.records import RecordError, Request, Usage
 from dtrholes.runner import Session, run_requests
 from simulator import get_policy, simulate
@@ -181,3 +181,17 @@ def test_fresh_sessions_run_each_request_in_a_new_process(tmp_path) -> None:
     assert executed and not executed_again and again == first == simulate(TRACE, 150, "dtr")
     pids = [records.read_record(tmp_path / f"{request(b).run_id}.json")["pid"] for b in (150, 170)]
     assert len({*pids, template, os.getpid()}) == 4  # neither the template nor this process
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_runs_wall_time_leaves_out_its_policys_inputs(tmp_path, monkeypatch, fresh) -> None:
+    """A first ranking (minutes on the largest traces) is computed before the run is timed."""
+
+    def slow_inputs(trace, policy, params, results_dir=None):
+        time.sleep(2)
+
+    monkeypatch.setattr(runner.centrality, "for_policy", slow_inputs)  # forked workers see it
+    with Session(load_tiny, tmp_path, fresh=fresh) as session:
+        session.run(request(150))
+    record = records.read_record(tmp_path / f"{request(150).run_id}.json")
+    assert record["result"] == simulate(TRACE, 150, "dtr").to_dict() and record["wall_s"] < 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -129,3 +130,16 @@ def test_records_name_their_protocol_version_and_amendments(completed: Path) -> 
     table = pq.read_table(completed / "results" / "records.parquet").to_pylist()
     assert {row["protocol_version"] for row in table} == {version}
     assert {tuple(row["amendments"]) for row in table} == {()}  # the scenario has only a base
+
+
+def test_a_ranking_policy_has_the_trace_ranked_once_before_its_jobs(
+    completed: Path, tmp_path: Path
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    new = "{alpha: 0.3, floor: 0.01, seed: 7}"
+    amend(copy, "add-tcontrol", f"[{{path: policies/tcontrol-inspired, new: {new}}}]")
+    jobs, output = dry_run(copy)
+    (ranking,) = planned_jobs(output, "rank_storages")
+    assert re.fullmatch(r"results/centrality/resnet32-[0-9a-f]{16}-7\.parquet", ranking)
+    inputs = re.findall(r"^rule sweep_stage:\n    input: (.+)\n", output, re.M)
+    assert jobs["sweep_stage"] == len(inputs) == 3 and all(ranking in i for i in inputs)

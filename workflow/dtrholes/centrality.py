@@ -24,13 +24,14 @@ def default_results_dir() -> Path:
     return Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parents[2] / "results")
 
 
-def cache_path(results_dir: Path, trace: Trace, seed: int) -> Path:
-    return Path(results_dir) / "centrality" / f"{trace.name}-{trace.sha256[:16]}-{seed}.parquet"
+def cache_path(results_dir: str | Path, name: str, sha256: str, seed: int) -> Path:
+    """Where the betweenness of trace `name` (content `sha256`) under `seed` is cached."""
+    return Path(results_dir) / "centrality" / f"{name}-{sha256[:16]}-{seed}.parquet"
 
 
 def load_betweenness(trace: Trace, seed: int, results_dir: Path | None = None) -> np.ndarray:
     """Betweenness of every storage of `trace`, computed once per trace sha256, seed and method."""
-    path = cache_path(results_dir or default_results_dir(), trace, seed)
+    path = cache_path(results_dir or default_results_dir(), trace.name, trace.sha256, seed)
     key = {b"trace_sha256": trace.sha256.encode(), b"method": METHOD.encode()}
     if path.is_file():
         try:
@@ -49,7 +50,11 @@ def for_policy(
     trace: Trace, policy: str, params: dict[str, float], results_dir: Path | None = None
 ) -> np.ndarray | None:
     """The cached betweenness a policy reads, or None for policies that read none."""
+    seed = ranking_seed(policy, params)
+    return None if seed is None else load_betweenness(trace, seed, results_dir)
+
+
+def ranking_seed(policy: str, params: dict[str, float]) -> int | None:
+    """The seed of the betweenness a policy reads, or None for policies that read none."""
     chosen = get_policy(policy)
-    if not chosen.centrality:
-        return None
-    return load_betweenness(trace, int(dict(chosen.resolve(params))["seed"]), results_dir)
+    return int(dict(chosen.resolve(params))["seed"]) if chosen.centrality else None

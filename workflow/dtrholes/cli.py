@@ -236,6 +236,14 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     _add_sheet(p)
     p.set_defaults(run=_baseline)
 
+    p = sub.add_parser("rank", help="a trace's storage betweenness, cached for the policies")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--seed", type=int, required=True, help="the ranking policy's seed")
+    p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
+    p.add_argument("--results", type=Path, required=True, help="results directory")
+    _add_sheet(p)
+    p.set_defaults(run=_rank)
+
     p = sub.add_parser("sweep", help="run one job of a sampling stage, one record per point")
     p.add_argument("--stage", type=str.upper, choices=["A", "B", "C"], required=True)
     p.add_argument(
@@ -448,6 +456,12 @@ def _audit(args: argparse.Namespace) -> int:
     )
     print(f"audit {'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s")
     return 0 if report.passed else 1
+
+
+def _rank(args: argparse.Namespace) -> None:
+    trace = stages.load_trace(args.trace, args.data, args.sheet)
+    centrality.load_betweenness(trace, args.seed, args.results)
+    print(centrality.cache_path(args.results, trace.name, trace.sha256, args.seed))
 
 
 def _add_job(p: argparse.ArgumentParser) -> None:

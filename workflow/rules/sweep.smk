@@ -1,6 +1,7 @@
 rule sweep_stage:
     input:
         refine=refine_input,
+        ranking=ranking_input,
         baseline="results/baselines/{trace}.json",
         archive="data/dtr-logs.zip",
     output:
