@@ -82,25 +82,11 @@ def test_only_ranking_policies_have_a_ranking_seed() -> None:
 def test_rank_command_fills_the_cache_the_runs_read(tmp_path, capsys) -> None:
     log = tmp_path / "chain.log"
     log.write_text(CHAIN + "\n")
-    assert (
-        main(
-            [
-                "rank",
-                "--trace",
-                str(log),
-                "--seed",
-                "3",
-                "--data",
-                str(tmp_path),
-                "--results",
-                str(tmp_path / "results"),
-            ]
-        )
-        == 0
-    )
+    results = tmp_path / "results"
+    assert main(f"rank --trace {log} --seed 3 --data {tmp_path} --results {results}".split()) == 0
     path = Path(capsys.readouterr().out.strip())
     trace = read_trace(log)
-    assert path == cache_path(tmp_path / "results", trace.name, trace.sha256, 3)
+    assert path == cache_path(results, trace.name, trace.sha256, 3)
     stamp = path.stat().st_mtime_ns
-    assert load_betweenness(trace, 3, tmp_path / "results").tolist() == [0.0, 2.0, 2.0, 0.0]
+    assert load_betweenness(trace, 3, results).tolist() == [0.0, 2.0, 2.0, 0.0]
     assert path.stat().st_mtime_ns == stamp
