@@ -145,8 +145,9 @@ def _blocks(outcomes: list[tuple[str, float]], width: int = 10):
     ),
     st.sampled_from([None, 2.0, 0.2]),
     st.sampled_from([0.5, 0.25]),
+    st.booleans(),
 )
-def test_probing_under_a_lower_cap_finds_an_edge_of_the_full_cap(blocks, factor, split):
+def test_probing_under_a_lower_cap_finds_an_edge_of_the_full_cap(blocks, factor, split, raise_):
     assume(feasible(blocks[0][0]) != feasible(blocks[-1][0]))
     full = _blocks(blocks)
     calls = []
@@ -156,7 +157,9 @@ def test_probing_under_a_lower_cap_finds_an_edge_of_the_full_cap(blocks, factor,
         return full(budget, cap)
 
     top = len(blocks) * 10 - 1
-    edge = exact_edge(run, full(0, None), full(top, None), 1000, split, factor, probe_floor=5)
+    edge = exact_edge(
+        run, full(0, None), full(top, None), 1000, split, factor, probe_floor=5, probe_raise=raise_
+    )
     assert edge.resolved and edge.runs == len(calls)
     assert (edge.outcome_below, edge.outcome_above) == (
         full(edge.below, None).outcome,
@@ -165,7 +168,14 @@ def test_probing_under_a_lower_cap_finds_an_edge_of_the_full_cap(blocks, factor,
     assert feasible(edge.outcome_below) == feasible(blocks[0][0]) != feasible(edge.outcome_above)
     completing = blocks[0] if feasible(blocks[0][0]) else blocks[-1]
     probe_cap = None if factor is None else max(5, factor * completing[1])
-    assert {cap for _, cap in calls} <= {None, probe_cap}
+    caps = [cap for _, cap in calls]
+    if not raise_:
+        assert set(caps) <= {None, probe_cap}
+        return
+    raised = {None if factor is None else max(5, factor * o) for _, o in blocks}
+    assert set(caps) <= {None, probe_cap} | {c for c in raised if c is None or c < 60}
+    probes = [cap for cap in caps if cap is not None]
+    assert probes == sorted(probes)  # a probe cap only rises
 
 
 def test_an_unsettled_probe_that_completes_under_the_full_cap_moves_the_search_above_it():
@@ -185,6 +195,30 @@ def test_an_unsettled_probe_that_completes_under_the_full_cap_moves_the_search_a
         "thrashed",
     )
     assert calls == [(14, 10), (10, None)]  # the probe at 14 thrashes at 10; its bound reruns
+
+
+def test_a_raised_probe_cap_ends_the_walk_through_completing_runs_above_it() -> None:
+    """ok (cheap) | 20 blocks ok at overhead 30 | thrashed. Under the probe cap (3) the 20
+    blocks and the thrashing ones replay alike up to the stop, one certified interval: each
+    probe there lands on the failing side, its bound's rerun completes, and the search moves
+    up one block per two runs. Raised to the full cap after the first rerun, it bisects."""
+    run = _blocks([("ok", 1.5)] + [("ok", 30.0)] * 20 + [("thrashed", 60.0)] * 10)
+    found = {}
+    for raise_ in (False, True):
+        calls = []
+
+        def logged(budget: int, cap: float | None, calls=calls) -> Result:
+            calls.append(cap)
+            return run(budget, cap)
+
+        first, last = run(0, None), run(309, None)
+        edge = exact_edge(logged, first, last, None, 0.25, 2, 2, probe_raise=raise_)
+        assert (edge.below, edge.above) == (209, 210)
+        assert (edge.outcome_below, edge.outcome_above) == ("ok", "thrashed")
+        found[raise_] = (edge.runs, calls)
+    assert found[False][0] == 42
+    runs, caps = found[True]
+    assert caps[:2] == [3.0, None] and set(caps[2:]) == {None} and runs <= 15
 
 
 def test_a_run_thrashing_under_the_probe_cap_only_counts_once_settled() -> None:

@@ -50,6 +50,7 @@ def exact_edge(
     split: float = 0.5,
     probe_factor: float | None = None,
     probe_floor: float = 1.0,
+    probe_raise: bool = False,
 ) -> Edge:
     """Bisect on integer bytes between two runs that differ in feasibility, jumping with each
     run's certified interval (every budget in it ends the same way), until two adjacent budgets
@@ -68,6 +69,13 @@ def exact_edge(
     run that ends up bounding the edge is rerun under the full cap at its bounding budget. A
     probe that thrashes costs its cap in overhead, and the probes near a completing sample mostly
     complete with an overhead like its own.
+
+    With `probe_raise`, a rerun that completes shows the probe cap too low where the search
+    now is (completing runs near the edge cost more than the completing sample): probes then
+    run under that run's overhead times the factor if that is higher (the full cap if it is
+    not below it), and the runs held as thrashing under the lower cap are dropped. Without it,
+    every later probe there thrashes under the probe cap again and the search walks one
+    certified interval per two runs.
     """
     if not first.budget < last.budget or feasible(first.outcome) == feasible(last.outcome):
         raise UserError(
@@ -76,7 +84,8 @@ def exact_edge(
             f"{first.outcome} and {last.outcome}",
         )
     search = _Search(first, last)
-    probe_cap = _probe_cap(first, last, probe_factor, probe_floor)
+    completing = first if feasible(first.outcome) else last
+    probe_cap = _probe_cap(completing, first.overhead_cap, probe_factor, probe_floor)
     while max_runs is None or search.runs < max_runs:
         if search.hi - search.lo > 1:
             share = split if search.cheaper_below() else 1 - split
@@ -84,6 +93,10 @@ def exact_edge(
             probed = run(search.lo + min(max(int(width * share), 1), width - 1), probe_cap)
         elif (unsettled := search.unsettled_bound()) is not None:
             probed = run(unsettled, None)
+            if probe_raise and probed is not None and feasible(probed.outcome):
+                raised = _probe_cap(probed, first.overhead_cap, probe_factor, probe_floor)
+                probe_cap = None if raised is None else max(raised, probe_cap)
+                search.drop_unsettled()
         else:
             break
         search.runs += 1
@@ -93,13 +106,14 @@ def exact_edge(
     return search.edge()
 
 
-def _probe_cap(first: Result, last: Result, factor: float | None, floor: float) -> float | None:
-    """The cap probes run under first, if it is below the samples' own."""
+def _probe_cap(
+    completing: Result, full: float | None, factor: float | None, floor: float
+) -> float | None:
+    """The cap probes run under first, near a completing run, if it is below the full cap."""
     if factor is None:
         return None
-    completing = first if feasible(first.outcome) else last
     cap = max(floor, factor * completing.overhead)
-    return cap if first.overhead_cap is None or cap < first.overhead_cap else None
+    return cap if full is None or cap < full else None
 
 
 class _Search:
@@ -129,6 +143,11 @@ class _Search:
             if not side[-1].settled:
                 return side.pop().bound
         return None
+
+    def drop_unsettled(self) -> None:
+        """Forget the runs held as failing on a lower cap's word."""
+        self.below = [held for held in self.below if held.settled]
+        self.above = [held for held in self.above if held.settled]
 
     def hold(self, r: Result) -> None:
         """Put `r` on its side, counting from inside its certified interval and the open span
