@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numba
@@ -106,10 +106,18 @@ class _Setup:
         resolved = chosen.resolve(params)
         values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
         ranks = _ranks(trace, chosen, dict(resolved), centrality)
-        ranks[_storages(trace, retain)] = -1
         limit = math.inf if cap is None else trace.model_compute * (cap - 1)
         rule = (chosen.rule, values, ranks)
-        return cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
+        return cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit)).retaining(
+            retain
+        )
+
+    def retaining(self, names: Iterable[str]) -> _Setup:
+        """This setup with the named storages never candidates (ranked below 0)."""
+        policy, values, ranks = self.rule
+        ranks = ranks.copy()
+        ranks[_storages(self.trace, names)] = -1
+        return replace(self, rule=(policy, values, ranks))
 
     @property
     def commands(self) -> int:
@@ -259,6 +267,29 @@ class Recording:
             if status != kernel.RUNNING:
                 break
         self.result, self.events = self.setup.result(state, status, work, self.budget)
+        # Per storage, the first decision that retaining it can change (see `retained`).
+        log = work[2][: state.g[kernel.N_EVICTED]]
+        self._alike = np.full(state.sv.shape[1], kernel.NO_LIMIT, dtype=np.int64)
+        np.minimum.at(self._alike, log, np.arange(len(log)))
+        passed = state.sv[kernel.PASSED]
+        self._alike = np.where(passed > 0, np.minimum(self._alike, passed - 1), self._alike)
+
+    def retained(self, storage: str) -> Result:
+        """The run with `storage` (a root tensor name) never a candidate, as `simulate` with
+        `retain=[storage]` gives it, continued from the last state saved before the first
+        decision that retaining it can change: the recorded run's first eviction of it, or the
+        first time TwoPhase's k largest held it unchosen (another storage could have taken its
+        place). Before that decision every scan makes its choice without it: a scan keeps its
+        best candidate, and the storage was not. The prefix is the recorded run's, so
+        heuristic_evals counts the storage's evaluations in it, and budget_lo and budget_hi
+        its comparisons with it; every other field is `simulate`'s."""
+        setup = self.setup.retaining([storage])
+        (s,) = _storages(self.setup.trace, [storage])
+        before = [saved for saved in self.saved if saved.decisions <= self._alike[s]]
+        start, state, work, uf = setup.start(before[-1] if before else None)
+        state.g[kernel.EV_ON] = state.g[kernel.EV_N] = 0
+        status, work, uf = setup.run(state, work, uf, self.budget, start, setup.commands)
+        return setup.result(state, status, work, self.budget)[0]
 
     def _segment(self, state, work, uf, command: int):
         stop = min(command + self.SEGMENT, self.setup.commands)

@@ -58,7 +58,8 @@ FWD_COUNT, REV_COUNT = 15, 16  # storages in each region's interior (|e*| = thei
 FWD_DUE, REV_DUE = 17, 18  # the region's rebuild is deferred until it is read (see _owe)
 LISTED, DUE_LIST = 19, 20  # storages that may owe a rebuild: flag, and the first N_LISTED ids
 FWD_EXACT, REV_EXACT = 21, 22  # g[EXACT] when the region is known to equal its rebuild
-N_FIELDS = 23
+PASSED = 23  # 1 + the first decision whose TwoPhase k largest held s unchosen (0: none yet)
+N_FIELDS = 24
 
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
@@ -900,6 +901,9 @@ def _lowest_of_largest(params, rank, clock, g, sv, stor, flat, bits, stack) -> i
             stor[S_ROOT, best],
         ):
             best, best_cost = c, cost
+    for c in largest:  # without one of these, another could take its place (Recording.retained)
+        if c >= 0 and c != best and not sv[PASSED, c]:
+            sv[PASSED, c] = g[N_EVICTED] + 1
     return best
 
 

@@ -164,17 +164,16 @@ def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
 
 def test_pairs_sharing_budgets_replay_each_once(found: dict, monkeypatch) -> None:
     replayed = []
-    for name in ("record", "retain"):
-        original = getattr(explain.Pair, name)
+    wrapped = ((explain.Pair, "record"), (explain.Recording, "retained"), (explain.Pair, "replay"))
+    for owner, name in wrapped:
+        original = getattr(owner, name)
         monkeypatch.setattr(
-            explain.Pair,
-            name,
-            lambda self, *a, f=original, n=name: replayed.append(n) or f(self, *a),
+            owner, name, lambda self, *a, f=original, n=name: replayed.append(n) or f(self, *a)
         )
     pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
     runs = explain.Runs()
     first, again = explain.explain(pair, runs=runs), explain.explain(pair, runs=runs)
     assert json.loads(json.dumps(first)) == json.loads(json.dumps(again)) == found
-    assert replayed == ["record", "record", "retain", "retain"]  # x1$ retained, the control
+    assert replayed == ["record", "record", "retained", "replay"]  # x1$ retained, the control
     runs.record(pair, FAIL + 1)  # a third budget: the least recently used one (OK) goes
     assert [key[-1] for key in runs.recorded] == [FAIL, FAIL + 1]

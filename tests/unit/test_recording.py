@@ -3,12 +3,13 @@ equal to the candidates of a replay from the start."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
 import pytest
 
-from simulator import POLICIES, Recording, peak_memory, simulate_events
+from simulator import POLICIES, Recording, Result, peak_memory, simulate, simulate_events
 from simulator.api import _Setup
 from tests.tracegen import random_trace_text, tiny_trace
 
@@ -60,3 +61,36 @@ def test_saved_states_stay_bounded_and_spread_out(load_named) -> None:
     assert decisions == sorted(set(decisions))
     assert decisions[-1] <= recorded.result.evictions
     assert _Setup.of(trace, "dtr", None, None, None, ()).commands > decisions[-1] > 0
+
+
+def _apart_from_the_prefix(r: Result) -> Result:
+    """A Result without the fields a retention continued from a saved state counts as the
+    recorded run did (`Recording.retained`)."""
+    return dataclasses.replace(r, heuristic_evals=0, budget_lo=0, budget_hi=0)
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_retention_continued_from_a_saved_state_is_the_replay_retaining_it(policy, monkeypatch):
+    """Retaining each storage the run evicts: the continuation equals the replay from the
+    start; for TwoPhase (k = 2, its k-largest phase frequent) also where the storage was passed
+    over among the k largest before its first eviction, which is where the continuation must
+    start earlier."""
+    monkeypatch.setattr(Recording, "SEGMENT", 1)
+    params = {"k": 2} if policy == "two-phase" else None
+    resumed = passed_first = 0
+    for seed in SEEDS:
+        trace = tiny_trace(random_trace_text(seed, 40, joins=seed % 2 == 1))
+        budget, cap = peak_memory(trace) // 4, (None, 1.5)[seed % 2]
+        recorded = Recording(trace, budget, policy, params, cap, keep=64, spacing=1)
+        evicted = recorded.events.values(recorded.events.where("evict"), "storage").astype(int)
+        for s in dict.fromkeys(evicted.tolist()):
+            name = recorded.events.storage_names[s]
+            replayed = simulate(trace, budget, policy, params, cap, retain=[name])
+            assert _apart_from_the_prefix(recorded.retained(name)) == _apart_from_the_prefix(
+                replayed
+            ), f"seed {seed}, retaining {name}"
+            alike = recorded._alike[s]
+            resumed += any(0 < saved.decisions <= alike for saved in recorded.saved)
+            passed_first += alike < np.flatnonzero(evicted == s)[0]
+    assert resumed > 0, "no retention continued from a saved state: that path went untested"
+    assert passed_first > 0 or policy != "two-phase", "TwoPhase's k-largest guard went untested"

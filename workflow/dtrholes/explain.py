@@ -29,17 +29,16 @@ class Pair:
     def record(self, budget: int) -> Recording:
         return Recording(self.trace, budget, self.policy, dict(self.params), self.overhead_cap)
 
-    def retain(self, budget: int, storage: str | None) -> Result:
-        """The budget's run with `storage` never a candidate (None: nothing retained)."""
-        retained = [] if storage is None else [storage]
-        params = dict(self.params)
-        return simulate(self.trace, budget, self.policy, params, self.overhead_cap, retain=retained)
+    def replay(self, budget: int) -> Result:
+        """The budget's plain run, `simulate`'s."""
+        return simulate(self.trace, budget, self.policy, dict(self.params), self.overhead_cap)
 
 
 class Runs:
     """The replays of a sequence of explanations: the recordings of the `keep` budgets used
-    last, and every retention run. Neighbouring pairs share budgets (a one-sample region's two
-    brackets, the completing sample between two regions), which are then replayed once."""
+    last, and every retention run, continued from its budget's recording (`Recording.retained`).
+    Neighbouring pairs share budgets (a one-sample region's two brackets, the completing sample
+    between two regions), which are then replayed once."""
 
     def __init__(self, keep: int = 2):
         self.keep = keep
@@ -57,9 +56,14 @@ class Runs:
         return self.recorded[key]
 
     def retain(self, pair: Pair, budget: int, storage: str | None) -> Result:
+        """The budget's run with `storage` never a candidate (None: the plain run)."""
         key = (*_run_key(pair, budget), storage)
         if key not in self.retained:
-            self.retained[key] = pair.retain(budget, storage)
+            self.retained[key] = (
+                pair.replay(budget)
+                if storage is None
+                else self.record(pair, budget).retained(storage)
+            )
         return self.retained[key]
 
 
@@ -184,13 +188,11 @@ def _counts(events: Events, start: int, end: int) -> dict:
 def _cascade(fail: Result, events: Events, ok_events: Events) -> dict:
     """The rematerializations in progress when the failing run stopped, outermost first, each
     with the eviction that made it necessary (and the completing run's fate of that storage)."""
-    stack: list[int] = []
     nested = events.where("remat", "rebuilt")
-    for at, kind in zip(nested.tolist(), events.values(nested, "kind").tolist(), strict=True):
-        if kind == KINDS.index("remat"):
-            stack.append(at)
-        else:
-            stack.pop()
+    entered = events.values(nested, "kind") == KINDS.index("remat")
+    depth = np.cumsum(np.where(entered, 1, -1))  # rematerializations in progress after each
+    lowest_after = np.append(np.minimum.accumulate(depth[::-1])[::-1][1:], depth[-1:] + 1)
+    stack = nested[entered & (lowest_after >= depth)].tolist()  # entered, never finished
     (failure,) = events.of("fail")
     frames = np.array(stack, dtype=np.int64)
     storages = events.values(frames, "storage")
@@ -333,8 +335,8 @@ def _json_number(value: object) -> object:
 def _retention(
     pair: Pair, runs: Runs, fail: Result, target: dict | None, control: Result | None
 ) -> dict | None:
-    """Rerun the failing budget with the target never a candidate; a control through the same
-    code path retaining nothing (run now unless given) must give the failure exactly."""
+    """Rerun the failing budget with the target never a candidate; a control retaining nothing
+    (the plain run, replayed unless given) must give the failure exactly."""
     if target is None:
         return None
     retained = runs.retain(pair, pair.fail, target["storage"])
