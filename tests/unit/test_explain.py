@@ -9,6 +9,7 @@ import pytest
 from dtrholes import explain, figures
 from dtrholes.cli import main
 from simulator import UserError, peak_memory, simulate, simulate_events
+from simulator import centrality as central
 from tests.tracegen import random_trace_text, tiny_trace
 
 # Generated trace 193 (12 instructions). Operators: 0 the constant x1 (39 bytes), 1 x2 (77),
@@ -177,3 +178,19 @@ def test_pairs_sharing_budgets_replay_each_once(found: dict, monkeypatch) -> Non
     assert replayed == ["record", "record", "retained", "replay"]  # x1$ retained, the control
     runs.record(pair, FAIL + 1)  # a third budget: the least recently used one (OK) goes
     assert [key[-1] for key in runs.recorded] == [FAIL, FAIL + 1]
+
+
+def test_a_pairs_centrality_is_what_its_replays_rank_by(monkeypatch) -> None:
+    """The pipeline hands a TControlInspired pair the trace's cached ranking; computing it
+    again in every explanation job took up to 90 s (LSTM)."""
+    values = central.betweenness(TRACE, 20260926)
+
+    def computed(*_):
+        raise AssertionError("the betweenness was computed, not taken from the pair")
+
+    monkeypatch.setattr(central, "betweenness", computed)
+    pair = explain.Pair(TRACE, "tcontrol-inspired", OK, FAIL, centrality=values)
+    x = explain.explain(pair)
+    plain = simulate(TRACE, FAIL, "tcontrol-inspired", centrality=values)
+    assert x["fail"] == explain.summary(plain, None)
+    assert x["retention"]["control_reproduces_failure"]

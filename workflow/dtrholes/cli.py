@@ -128,7 +128,8 @@ def _explain(args: argparse.Namespace) -> None:
         for ratio, budget in ((args.ok, args.ok_budget), (args.fail, args.fail_budget))
     )
     params = get_policy(args.policy).resolve(dict(args.param))
-    pair = explain.Pair(trace, args.policy, ok, fail, params, args.cap, peak)
+    central = centrality.for_policy(trace, args.policy, dict(params))
+    pair = explain.Pair(trace, args.policy, ok, fail, params, args.cap, peak, central)
     found = explain.explain(pair, args.window, args.top, args.decisions)
     if args.out is None:
         print(explain.markdown(found), end="")

@@ -25,13 +25,17 @@ class Pair:
     params: tuple[tuple[str, float], ...] = ()
     overhead_cap: float | None = None
     peak: int | None = None  # the ratios' denominator, when known
+    centrality: np.ndarray | None = None  # the storages' betweenness, if the policy reads it
 
     def record(self, budget: int) -> Recording:
-        return Recording(self.trace, budget, self.policy, dict(self.params), self.overhead_cap)
+        return Recording(self.trace, budget, *self._options())
 
     def replay(self, budget: int) -> Result:
         """The budget's plain run, `simulate`'s."""
-        return simulate(self.trace, budget, self.policy, dict(self.params), self.overhead_cap)
+        return simulate(self.trace, budget, *self._options())
+
+    def _options(self) -> tuple:
+        return self.policy, dict(self.params), self.overhead_cap, self.centrality
 
 
 class Runs:

@@ -10,7 +10,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtrholes import crosscheck, edges, explain, fetch, holes, maps, plan, records, runner
+from dtrholes import (
+    centrality,
+    crosscheck,
+    edges,
+    explain,
+    fetch,
+    holes,
+    maps,
+    plan,
+    records,
+    runner,
+)
 from dtrholes.records import Request
 from simulator import Result, Trace, UserError, budget_for, get_policy
 
@@ -238,6 +249,7 @@ def explain_regions(
         )
     ]
     probe = job.params["explain"]
+    central = centrality.for_policy(trace, job.policy, dict(request.params), job.results)
     runs = explain.Runs()  # a budget two pairs share is replayed once
     found = []
     for i, (ok, fail) in enumerate(pairs, 1):
@@ -249,6 +261,7 @@ def explain_regions(
             request.params,
             request.overhead_cap,
             job.baseline["peak_memory"],
+            central,
         )
         x = explain.explain(
             pair,

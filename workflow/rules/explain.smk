@@ -2,6 +2,7 @@ rule explain_regions:
     input:
         jobs=series_jobs,
         repeats="results/repeats/{trace}/{policy}.json",
+        ranking=ranking_input,
     output:
         report(
             directory("results/explain/{trace}/{policy}"),
