@@ -108,9 +108,8 @@ class _Setup:
         ranks = _ranks(trace, chosen, dict(resolved), centrality)
         limit = math.inf if cap is None else trace.model_compute * (cap - 1)
         rule = (chosen.rule, values, ranks)
-        return cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit)).retaining(
-            retain
-        )
+        setup = cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
+        return setup.retaining(retain)
 
     def retaining(self, names: Iterable[str]) -> _Setup:
         """This setup with the named storages never candidates (ranked below 0)."""
@@ -269,10 +268,10 @@ class Recording:
         self.result, self.events = self.setup.result(state, status, work, self.budget)
         # Per storage, the first decision that retaining it can change (see `retained`).
         log = work[2][: state.g[kernel.N_EVICTED]]
-        self._alike = np.full(state.sv.shape[1], kernel.NO_LIMIT, dtype=np.int64)
-        np.minimum.at(self._alike, log, np.arange(len(log)))
+        evicted = np.full(state.sv.shape[1], kernel.NO_LIMIT, dtype=np.int64)
+        np.minimum.at(evicted, log, np.arange(len(log)))
         passed = state.sv[kernel.PASSED]
-        self._alike = np.where(passed > 0, np.minimum(self._alike, passed - 1), self._alike)
+        self._alike = np.where(passed > 0, np.minimum(evicted, passed - 1), evicted)
 
     def retained(self, storage: str) -> Result:
         """The run with `storage` (a root tensor name) never a candidate, as `simulate` with
