@@ -109,7 +109,8 @@ class _Setup:
         limit = math.inf if cap is None else trace.model_compute * (cap - 1)
         rule = (chosen.rule, values, ranks)
         setup = cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
-        return setup.retaining(retain)
+        retain = list(retain)
+        return setup.retaining(retain) if retain else setup
 
     def retaining(self, names: Iterable[str]) -> _Setup:
         """This setup with the named storages never candidates (ranked below 0)."""
