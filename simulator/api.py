@@ -109,11 +109,14 @@ class _Setup:
         limit = math.inf if cap is None else trace.model_compute * (cap - 1)
         rule = (chosen.rule, values, ranks)
         setup = cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
-        retain = list(retain)
-        return setup.retaining(retain) if retain else setup
+        return setup.retaining(retain)
 
     def retaining(self, names: Iterable[str]) -> _Setup:
-        """This setup with the named storages never candidates (ranked below 0)."""
+        """This setup with the named storages never candidates (ranked below 0); itself when
+        none are named (no index of the storages' names is built)."""
+        names = list(names)
+        if not names:
+            return self
         policy, values, ranks = self.rule
         ranks = ranks.copy()
         ranks[_storages(self.trace, names)] = -1
