@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tarfile
 import zipfile
@@ -11,6 +12,7 @@ import pytest
 
 from dtrholes import crosscheck, fetch
 from simulator import UserError, budget_for, peak_memory, simulate
+from tests.naive import naive_simulate
 from tests.tracegen import random_trace_text, tiny_trace
 
 SIMRD = os.environ.get(crosscheck.SIMRD_ENV)
@@ -20,9 +22,10 @@ needs_simrd = pytest.mark.skipif(
 FIELDS = ("outcome", "clock", "evictions", "eviction_seq_sha256")
 FRACTIONS = ((1, 3), (1, 2), (3, 4))
 CAP = 1.2  # thrashes several of the random traces below a half of their peak
-# Random traces without joins: with them simrd's incremental regions can go stale (see tracegen).
 DTR_SEEDS = range(25)
 OTHER_SEEDS = range(6)
+# Random traces with joins, where simrd's incrementally kept regions drift from a rebuild.
+JOIN_SEEDS = range(40)
 SIMRD_POLICIES = tuple(crosscheck.SIMRD_HEURISTICS)
 
 
@@ -165,8 +168,8 @@ def _agree(source: Path, log: Path, trace, budget: int, policy: str, cap: float 
     return ours.outcome
 
 
-def _random_cases(tmp_path: Path, seed: int):
-    text = random_trace_text(seed, 40)
+def _random_cases(tmp_path: Path, seed: int, joins: bool = False):
+    text = random_trace_text(seed, 40, joins=joins)
     log = tmp_path / f"random-{seed}.log"
     log.write_text(text)
     trace = tiny_trace(text)
@@ -194,6 +197,27 @@ def test_other_simrd_policies_agree_on_random_traces(
         log, trace, budgets = _random_cases(tmp_path, seed)
         for budget in budgets:
             _agree(simrd_source, log, trace, budget, policy, CAP)
+
+
+@needs_simrd
+def test_drifting_regions_agree_on_random_traces_with_joins(
+    simrd_source: Path, tmp_path: Path
+) -> None:
+    """With joins, simrd's regions (kept up to date at evictions and recomputations) can drift
+    from a rebuild from scratch and change decisions: the naive replay, which rebuilds them at
+    every score, decides otherwise on some of these runs. simulate() follows simrd's drift."""
+    from_scratch_differs = 0
+    for seed in JOIN_SEEDS:
+        log, trace, budgets = _random_cases(tmp_path, seed, joins=True)
+        for budget in budgets:
+            for policy in ("dtr", "msps"):
+                _agree(simrd_source, log, trace, budget, policy, CAP)
+                ours = simulate(trace, budget, policy, overhead_cap=CAP)
+                limit = trace.model_compute * (CAP - 1)
+                naive = naive_simulate(trace, budget, policy, remat_limit=limit)
+                digest = hashlib.sha256("\n".join(naive["evicted"]).encode()).hexdigest()
+                from_scratch_differs += digest != ours.eviction_seq_sha256
+    assert from_scratch_differs > 0
 
 
 @needs_simrd
