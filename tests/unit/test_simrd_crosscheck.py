@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dtrholes import crosscheck, fetch
-from simulator import UserError, budget_for, peak_memory, simulate
+from simulator import Result, UserError, budget_for, peak_memory, simulate
 from tests.naive import naive_simulate
 from tests.tracegen import random_trace_text, tiny_trace
 
@@ -158,14 +158,14 @@ def simrd_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return crosscheck.locate_simrd(SIMRD, tmp_path_factory.mktemp("simrd"))
 
 
-def _agree(source: Path, log: Path, trace, budget: int, policy: str, cap: float | None) -> str:
-    """Assert simrd and simulate() agree; returns the common outcome."""
+def _agree(source: Path, log: Path, trace, budget: int, policy: str, cap: float | None) -> Result:
+    """Assert simrd and simulate() agree; returns simulate()'s Result."""
     theirs = crosscheck.run_simrd(source, log, budget, policy, overhead_cap=cap)
     ours = simulate(trace, budget, policy, overhead_cap=cap)
     label = f"{log.name}, {policy}, budget {budget}, cap {cap}"
     assert {f: theirs[f] for f in FIELDS} == {f: getattr(ours, f) for f in FIELDS}, label
     assert theirs["simrd_file"].startswith(str(source))
-    return ours.outcome
+    return ours
 
 
 def _random_cases(tmp_path: Path, seed: int, joins: bool = False):
@@ -184,7 +184,7 @@ def test_dtr_agrees_on_random_traces(simrd_source: Path, tmp_path: Path) -> None
         log, trace, budgets = _random_cases(tmp_path, seed)
         for budget in budgets:
             for cap in (None, CAP):
-                outcomes.add(_agree(simrd_source, log, trace, budget, "dtr", cap))
+                outcomes.add(_agree(simrd_source, log, trace, budget, "dtr", cap).outcome)
     assert outcomes == {"ok", "oom", "thrashed"}
 
 
@@ -211,8 +211,7 @@ def test_drifting_regions_agree_on_random_traces_with_joins(
         log, trace, budgets = _random_cases(tmp_path, seed, joins=True)
         for budget in budgets:
             for policy in ("dtr", "msps"):
-                _agree(simrd_source, log, trace, budget, policy, CAP)
-                ours = simulate(trace, budget, policy, overhead_cap=CAP)
+                ours = _agree(simrd_source, log, trace, budget, policy, CAP)
                 limit = trace.model_compute * (CAP - 1)
                 naive = naive_simulate(trace, budget, policy, remat_limit=limit)
                 digest = hashlib.sha256("\n".join(naive["evicted"]).encode()).hexdigest()
@@ -223,8 +222,8 @@ def test_drifting_regions_agree_on_random_traces_with_joins(
 @needs_simrd
 def test_overhead_cap_thrashes_both(simrd_source: Path, tmp_path: Path) -> None:
     log, trace, budgets = _random_cases(tmp_path, 0)
-    assert _agree(simrd_source, log, trace, budgets[0], "dtr", None) == "ok"
-    assert _agree(simrd_source, log, trace, budgets[0], "dtr", CAP) == "thrashed"
+    assert _agree(simrd_source, log, trace, budgets[0], "dtr", None).outcome == "ok"
+    assert _agree(simrd_source, log, trace, budgets[0], "dtr", CAP).outcome == "thrashed"
 
 
 @needs_simrd
@@ -238,7 +237,7 @@ def test_resnet32_agrees(
     log = crosscheck.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
     trace = load_named("resnet32")
     budget = budget_for(trace, ratio)
-    assert _agree(simrd_source, log, trace, budget, "dtr", cap) == outcome
+    assert _agree(simrd_source, log, trace, budget, "dtr", cap).outcome == outcome
 
 
 @needs_simrd
