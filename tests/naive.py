@@ -11,6 +11,7 @@ arguments waits for them to be recomputed; `tests.tracegen` avoids that by defau
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -478,3 +479,19 @@ def naive_simulate(
     except Thrashed:
         return replay.summary("thrashed")
     return replay.summary("ok")
+
+
+def naive_capped(
+    trace: Trace,
+    budget: int,
+    policy: str,
+    overhead_cap: float | None,
+    params: Params | None = None,
+    ranks: np.ndarray | None = None,
+) -> dict:
+    """`naive_simulate` under simulate()'s overhead cap (remat compute up to model compute ×
+    (cap − 1)), with the digest of its eviction sequence as `eviction_seq_sha256`."""
+    limit = math.inf if overhead_cap is None else trace.model_compute * (overhead_cap - 1)
+    run = naive_simulate(trace, budget, policy, remat_limit=limit, params=params, ranks=ranks)
+    digest = hashlib.sha256("\n".join(run["evicted"]).encode()).hexdigest()
+    return {**run, "eviction_seq_sha256": digest}

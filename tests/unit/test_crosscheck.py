@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 
 from simulator import POLICIES, Trace, centrality, simulate
-from tests.naive import SCORES, naive_simulate
+from tests.naive import SCORES, naive_capped, naive_simulate
 from tests.tracegen import random_trace_text, tiny_trace
 
 UNLIMITED = 2**62
@@ -53,11 +51,8 @@ def _ranks(trace: Trace, policy: str) -> np.ndarray | None:
 def _naive(
     trace: Trace, budget: int, policy: str, cap: float | None, ranks: np.ndarray | None
 ) -> dict:
-    limit = float("inf") if cap is None else trace.model_compute * (cap - 1)
-    params = PARAMS.get(policy)
-    run = naive_simulate(trace, budget, policy, remat_limit=limit, params=params, ranks=ranks)
-    digest = hashlib.sha256("\n".join(run["evicted"]).encode()).hexdigest()
-    return {**{f: run[f] for f in FIELDS}, "eviction_seq_sha256": digest}
+    run = naive_capped(trace, budget, policy, cap, params=PARAMS.get(policy), ranks=ranks)
+    return {f: run[f] for f in (*FIELDS, "eviction_seq_sha256")}
 
 
 def _fast(trace: Trace, budget: int, policy: str, cap: float | None) -> dict:
