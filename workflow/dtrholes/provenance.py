@@ -12,7 +12,7 @@ from pathlib import Path
 import dtrholes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LIBRARIES = ("numpy", "numba", "llvmlite", "pyarrow", "pandas", "networkx", "snakemake")
+LIBRARIES = ("numpy", "numba", "llvmlite", "pyarrow", "pandas", "snakemake")
 
 
 def _git(*args: str) -> str | None:
