@@ -258,6 +258,7 @@ class Recording:
         _, state, work, uf = self.setup.start(record=True)
         state.g[kernel.EV_LAST_STEP] = -1  # no candidates
         self.saved: list[_Saved] = []
+        self._listings: dict[tuple, Events] = {}
         since = 0
         status = kernel.RUNNING
         for a in range(0, self.setup.commands, self.SEGMENT):
@@ -288,8 +289,7 @@ class Recording:
         its comparisons with it; every other field is `simulate`'s."""
         setup = self.setup.retaining([storage])
         (s,) = _storages(self.setup.trace, [storage])
-        before = [saved for saved in self.saved if saved.decisions <= self._alike[s]]
-        start, state, work, uf = setup.start(before[-1] if before else None)
+        start, state, work, uf = setup.start(self._saved_before(self._alike[s]))
         state.g[kernel.EV_ON] = state.g[kernel.EV_N] = 0
         status, work, uf = setup.run(state, work, uf, self.budget, start, setup.commands)
         return setup.result(state, status, work, self.budget)[0]
@@ -298,24 +298,58 @@ class Recording:
         stop = min(command + self.SEGMENT, self.setup.commands)
         return self.setup.run(state, work, uf, self.budget, command, stop)
 
-    def candidates(self, steps: tuple[int, int], decisions: tuple[int, int], top: int) -> Events:
+    def candidates(
+        self,
+        steps: tuple[int, int],
+        decisions: tuple[int, int],
+        top: int,
+        omit: tuple[int, int] | None = None,
+    ) -> Events:
         """Events of the run replayed from the last state saved before decision
         `decisions[0]` (numbered from 0) until decision `decisions[1]` is made, the decisions
-        numbered `decisions[0]`..`decisions[1]` made at steps `steps[0]`..`steps[1]` with
-        their `top` best candidates and a ranking, as `simulate_events` lists them."""
-        first, last = decisions
-        before = [saved for saved in self.saved if saved.decisions <= first]
-        start, state, work, uf = self.setup.start(before[-1] if before else None, record=True)
+        numbered `decisions[0]`..`decisions[1]` made at steps `steps[0]`..`steps[1]`, except
+        those numbered `omit[0]`..`omit[1]`, with their `top` best candidates and a ranking, as
+        `simulate_events` lists them. Past the first omitted decision the replay skips ahead to
+        the last state saved before the decision after the omitted ones, if that is later, and
+        leaves out the events in between. A listing asked for again is not replayed again."""
+        key = (steps, decisions, top, omit)
+        if key not in self._listings:
+            self._listings[key] = self._list(*key)
+        return self._listings[key]
+
+    def _list(self, steps, decisions, top, omit) -> Events:
+        listing = (steps, decisions, top, omit or (kernel.NO_LIMIT, 0))
+        command, state, work, uf = self._listing(self._saved_before(decisions[0]), *listing)
+        skipped: list[np.ndarray] = []  # the events recorded before skipping ahead
+        skip, status = omit is not None, kernel.RUNNING
+        while status == kernel.RUNNING and command < self.setup.commands:
+            status, work, uf = self._segment(state, work, uf, command)
+            command += self.SEGMENT
+            made = state.g[kernel.N_EVICTED]
+            if made > decisions[1]:
+                break
+            if skip and made > omit[0]:
+                skip, ahead = False, self._saved_before(omit[1] + 1)
+                if ahead is not None and ahead.command >= command:
+                    skipped.append(work[3][: state.g[kernel.EV_N]])
+                    command, state, work, uf = self._listing(ahead, *listing)
+        events = self.setup.result(state, status, work, self.budget)[1]
+        return replace(events, rows=np.concatenate([*skipped, events.rows]))
+
+    def _saved_before(self, decision: int) -> _Saved | None:
+        """The last state saved before `decision` (numbered from 0) was made."""
+        before = [saved for saved in self.saved if saved.decisions <= decision]
+        return before[-1] if before else None
+
+    def _listing(self, saved, steps, decisions, top, omit):
+        """A replay from `saved` (None: the start) recording only the listing's events."""
+        command, state, work, uf = self.setup.start(saved, record=True)
         g = state.g
         g[kernel.EV_N], g[kernel.EV_TOP] = 0, top  # a saved state's events stay behind
         g[kernel.EV_FIRST_STEP], g[kernel.EV_LAST_STEP] = steps
-        g[kernel.EV_FIRST_DECISION], g[kernel.EV_LAST_DECISION] = first, last
-        status = kernel.RUNNING
-        for a in range(start, self.setup.commands, self.SEGMENT):
-            status, work, uf = self._segment(state, work, uf, a)
-            if status != kernel.RUNNING or g[kernel.N_EVICTED] > last:
-                break
-        return self.setup.result(state, status, work, self.budget)[1]
+        g[kernel.EV_FIRST_DECISION], g[kernel.EV_LAST_DECISION] = decisions
+        g[kernel.EV_OMIT_FIRST], g[kernel.EV_OMIT_LAST] = omit
+        return command, state, work, uf
 
 
 @dataclass(frozen=True)

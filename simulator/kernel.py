@@ -49,7 +49,8 @@ EV_ON, EV_N, EV_FIRST_STEP, EV_LAST_STEP, LOCKED, STEP = 28, 29, 30, 31, 32, 33
 EXACT = 34  # the stamp of regions that equal their rebuild from scratch (see _exact)
 EV_TOP = 35  # candidates kept per decision in the window (-1: every one; see _note_best)
 EV_FIRST_DECISION, EV_LAST_DECISION = 36, 37  # and only these decisions' (numbered from 0)
-N_SCALARS = 38
+EV_OMIT_FIRST, EV_OMIT_LAST = 38, 39  # but not these (none when first > last)
+N_SCALARS = 40
 
 # Rows of sv, one column per storage
 LAST, COMPUTE, FWD_C, REV_C, NODE, REF_INT, REF_EXT, NEXT, PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8
@@ -87,7 +88,7 @@ def new_state(layout: Layout, regions: bool) -> State:
     n_s, n_t = layout.stor.shape[1] - 1, layout.tens.shape[1]
     g = np.zeros(N_SCALARS, dtype=np.int64)
     g[CLOCK], g[POOL_HEAD], g[POOL_TAIL], g[HI], g[FAIL_OP] = 1, -1, -1, NO_LIMIT, -1
-    g[EXACT], g[EV_LAST_DECISION] = 1, NO_LIMIT
+    g[EXACT], g[EV_LAST_DECISION], g[EV_OMIT_FIRST] = 1, NO_LIMIT, NO_LIMIT
     sv = np.zeros((N_FIELDS, n_s), dtype=np.int64)
     sv[NEXT] = sv[PREV] = sv[NODE] = -1
     shape = (4, n_s, (n_s + 63) // 64) if regions else (4, 1, 1)
@@ -1016,14 +1017,18 @@ def _emit(ev, g, kind, op, a, b, c, d, e, f, x):
 @njit(cache=True)
 def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf):
     """A decision's event (the chosen storage's score components, then the shortfall) and,
-    when the step and the decision are inside the window, before it every pool storage's
-    components in pool order (then whether the policy could choose it), or the best g[EV_TOP]
-    of them (`_note_best`)."""
+    when the step and the decision are inside the window and the decision is not omitted,
+    before it every pool storage's components in pool order (then whether the policy could
+    choose it), or the best g[EV_TOP] of them (`_note_best`)."""
     policy, params, rank = rule
     scored = DTR if policy == TCONTROL else policy
     decision = g[N_EVICTED]
-    inside = g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]
-    if inside and g[EV_FIRST_DECISION] <= decision <= g[EV_LAST_DECISION]:
+    listed = (
+        g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]
+        and g[EV_FIRST_DECISION] <= decision <= g[EV_LAST_DECISION]
+        and not g[EV_OMIT_FIRST] <= decision <= g[EV_OMIT_LAST]
+    )
+    if listed:
         if g[EV_TOP] >= 0:
             ev = _note_best(
                 ev, scored, params, rank, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
@@ -1387,7 +1392,8 @@ def replay(L: Layout, st: State, work, uf, budget, rule, remat_limit, regions, e
     centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate).
     Events are recorded when g[EV_ON] is set, with candidates at steps (the operators the
     schedule runs, rematerializations aside) g[EV_FIRST_STEP] to g[EV_LAST_STEP], of the
-    decisions numbered g[EV_FIRST_DECISION] to g[EV_LAST_DECISION] among them.
+    decisions numbered g[EV_FIRST_DECISION] to g[EV_LAST_DECISION] among them, except those
+    numbered g[EV_OMIT_FIRST] to g[EV_OMIT_LAST].
     """
     L, st, rule = _views(L, st, rule)
     ops, tens, stor, flat, cmds = L

@@ -17,18 +17,24 @@ SEEDS = range(12)
 TOP = 3
 
 
-def _listed(events, block: tuple[int, int]) -> np.ndarray:
-    """The candidate, ranking and decision rows of the decisions in `block`, steps aside."""
+def _listed(events, block: tuple[int, int], omit: tuple[int, int] | None = None) -> np.ndarray:
+    """The candidate, ranking and decision rows of the decisions in `block` but not in `omit`,
+    steps aside."""
     rows = events.rows[events.where("candidate", "ranking", "decision")]
     decision = rows[:, 2]  # the decision number: the second value of these kinds
-    return rows[(block[0] <= decision) & (decision <= block[1])][:, :-1]
+    picked = (block[0] <= decision) & (decision <= block[1])
+    if omit is not None:
+        picked &= (decision < omit[0]) | (omit[1] < decision)
+    return rows[picked][:, :-1]
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_candidates_from_saved_states_equal_a_replay_from_the_start(policy, monkeypatch):
+    """Listings of a block of decisions, some with an omitted stretch inside (past which the
+    replay may skip ahead to a later saved state), equal a replay's from the start."""
     monkeypatch.setattr(Recording, "SEGMENT", 1)  # a chance to save after every command
     rng = random.Random(20261202)
-    resumed = 0
+    resumed = skipped = 0
     for seed in SEEDS:
         trace = tiny_trace(random_trace_text(seed, 40, joins=seed % 2 == 1))
         budget, cap = peak_memory(trace) // 4, (None, 1.5)[seed % 2]
@@ -40,15 +46,28 @@ def test_candidates_from_saved_states_equal_a_replay_from_the_start(policy, monk
         if n == 0:
             continue
         steps = recorded.events.values(recorded.events.where("decision"), "step")
-        for _ in range(4):
+        for k in range(6):
             first = rng.randrange(n)
             block = (first, rng.randrange(first, n))
+            omit = None
+            if k % 2 and block[1] - block[0] >= 2:
+                start = rng.randrange(block[0] + 1, block[1])
+                omit = (start, rng.randrange(start, block[1]))
             window = (int(steps[rng.randrange(first + 1)]), int(steps[-1]))
             _, full = simulate_events(trace, budget, policy, None, cap, candidates=window, top=TOP)
-            listed = recorded.candidates(window, block, TOP)
-            assert np.array_equal(_listed(listed, block), _listed(full, block)), f"seed {seed}"
+            listed = recorded.candidates(window, block, TOP, omit)
+            expected = _listed(full, block, omit)
+            assert np.array_equal(_listed(listed, block, omit), expected), f"seed {seed}"
+            assert recorded.candidates(window, block, TOP, omit) is listed  # not replayed again
+            if omit is not None:  # no candidates of an omitted decision
+                ranked = listed.rows[listed.where("candidate", "ranking"), 2]
+                assert not ((omit[0] <= ranked) & (ranked <= omit[1])).any()
             resumed += any(saved.decisions <= first for saved in recorded.saved)
+            skipped += omit is not None and any(
+                omit[0] < saved.decisions <= omit[1] + 1 for saved in recorded.saved
+            )
     assert resumed > 0, "no listing resumed from a saved state: that path went untested"
+    assert skipped > 0, "no listing skipped an omitted stretch: that path went untested"
 
 
 def test_saved_states_stay_bounded_and_spread_out(load_named) -> None:

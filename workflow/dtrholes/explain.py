@@ -272,14 +272,11 @@ def _probed(recorded: Recording, window: tuple[int, int], top: int, most: int | 
     events = recorded.events
     numbers = events.values(events.where("decision", steps=window), "decision").astype(int)
     omitted = 0 if most is None else max(0, len(numbers) - most)
-    if omitted:
-        numbers = np.r_[numbers[: most // 2], numbers[most // 2 + omitted :]]
-    blocks = np.split(numbers, np.flatnonzero(np.diff(numbers) != 1) + 1) if len(numbers) else []
-    listed = [
-        decision
-        for block in blocks
-        for decision in _decisions(recorded.candidates(window, (block[0], block[-1]), top))
-    ]
+    listed = []
+    if len(numbers):  # one replay lists both halves
+        span = (int(numbers[0]), int(numbers[-1]))
+        omit = (int(numbers[most // 2]), int(numbers[most // 2 + omitted - 1])) if omitted else None
+        listed = _decisions(recorded.candidates(window, span, top, omit))
     return {"decisions": listed, "omitted": omitted, "steps": _steps(events, window)}
 
 
