@@ -330,7 +330,7 @@ class Recording:
                 break
             if skip and made > omit[0]:
                 skip, ahead = False, self._saved_before(omit[1] + 1)
-                if ahead is not None and ahead.command >= command:
+                if ahead is not None and ahead.command > command:
                     skipped.append(work[3][: state.g[kernel.EV_N]])
                     command, state, work, uf = self._listing(ahead, *listing)
         events = self.setup.result(state, status, work, self.budget)[1]
