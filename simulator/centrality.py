@@ -100,7 +100,7 @@ def _accumulate(offsets, targets, weights, sources, values) -> None:
         while size:
             dist, pred, v = heap_d[0], heap_p[0], heap_v[0]
             size -= 1
-            _sift_down(heap_d, heap_c, heap_p, heap_v, size)
+            _drop_root(heap_d, heap_c, heap_p, heap_v, size)
             if settled[v]:
                 continue
             sigma[v] += sigma[pred]
@@ -157,7 +157,7 @@ def _push(hd, hc, hp, hv, size, d, c, p, v) -> None:
 
 
 @njit(cache=True)
-def _sift_down(hd, hc, hp, hv, size) -> None:
+def _drop_root(hd, hc, hp, hv, size) -> None:
     """Remove the root: the last of `size` + 1 entries takes its place and sinks."""
     hd[0], hc[0], hp[0], hv[0] = hd[size], hc[size], hp[size], hv[size]
     i = 0
