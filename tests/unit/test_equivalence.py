@@ -10,6 +10,8 @@ import pytest
 from simulator import get_policy, peak_memory, simulate
 
 REFERENCE = Path(__file__).parents[1] / "data" / "simrd_reference.jsonl"
+# The shared copy of simrd's results beside the clone (CI's case), which REFERENCE copies.
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "simrd_reference.jsonl"
 ROWS = [json.loads(line) for line in REFERENCE.read_text().splitlines() if line.strip()]
 OUTCOMES = {"complete": "ok", "oom": "oom"}
 
@@ -46,3 +48,8 @@ def test_reference_covers_every_trace_and_simrd_heuristic() -> None:
     heuristics = {r["heuristic"] for r in ROWS if r["kind"] == "run"}
     assert len(traces) == 8
     assert heuristics == {"DTR", "DTREqClass", "DTRLocal", "MSPS", "LRU", "LargestStorage"}
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason=f"no shared reference at {SHARED}")
+def test_reference_is_the_shared_copy_byte_for_byte() -> None:
+    assert REFERENCE.read_bytes() == SHARED.read_bytes()
