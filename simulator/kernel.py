@@ -1337,10 +1337,14 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
 
 
 @njit(cache=True, inline="always")
-def _touch(s: int, g: np.ndarray, sv: np.ndarray) -> None:
+def _touch(s: int, forward_only: bool, g: np.ndarray, sv: np.ndarray) -> None:
     """s gains an edge or compute: its regions are no longer known exact, nor, while s is
-    not material, any region holding it (see _exact)."""
-    sv[FWD_EXACT, s] = sv[REV_EXACT, s] = 0
+    not material, any region holding it (see _exact). A forward edge leaves s's reverse region
+    exact: a rebuild of it follows reverse edges only. (Most eager frees compared that region
+    with its rebuild for nothing, see _unstamp_missed.)"""
+    sv[FWD_EXACT, s] = 0
+    if not forward_only:
+        sv[REV_EXACT, s] = 0
     if not sv[MATERIAL, s]:
         g[EXACT] += 1
 
@@ -1357,13 +1361,13 @@ def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
         if eqclass and sv[N_TENSORS, s] == 0:
             _new_class(s, 0, g, sv, uf[0], uf[1])
         if sv[N_TENSORS, s]:
-            _touch(s, g, sv)  # a new storage is in no region and its own are rebuilt
+            _touch(s, False, g, sv)  # a new storage is in no region and its own are rebuilt
         sv[N_TENSORS, s] += 1
         sv[COMPUTE, s] += tens[T_GAIN, t]
         sv[REF_EXT, s] += 1
     for j in range(ops[OP_FWD_GROWTH, op], ops[OP_FWD_GROWTH, op + 1]):
         sv[N_FWD, flat[j]] += 1
-        _touch(flat[j], g, sv)
+        _touch(flat[j], True, g, sv)
     for j in range(ops[OP_REV_GROWTH, op], ops[OP_REV_GROWTH, op + 1]):
         sv[N_REV, flat[j]] += 1  # an output's storage: touched above unless new
 
