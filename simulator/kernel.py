@@ -309,13 +309,13 @@ def _exact(base, forward, g, sv) -> bool:
 
     simrd rebuilds some regions from scratch and keeps the others up to date, which can drift
     from a rebuild (a new operator's edges, a cycle through an alias). A rebuild stamps the
-    region with g[EXACT]; a region whose storage gains an edge or compute loses its stamp
-    (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`; an eviction
-    that simrd's drifted frontiers hide from a region takes its stamp (`_unstamp_missed`). A new
-    stamp makes every region unknown: taken when a storage that is not material gains an edge
-    or compute (nothing lists the regions holding it). An owed forward region whose stamp is
-    g[EXACT] is not exact, but its frontier row holds every storage of its rebuild's frontier
-    (see `_ahead`).
+    region with g[EXACT]; a region whose storage gains compute or an edge it follows loses its
+    stamp (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`; an
+    eviction that simrd's drifted frontiers hide from a region takes its stamp
+    (`_unstamp_missed`). A new stamp makes every region unknown: taken when a storage that is
+    not material gains an edge or compute (nothing lists the regions holding it). An owed
+    forward region whose stamp is g[EXACT] is not exact, but its frontier row holds every
+    storage of its rebuild's frontier (see `_ahead`).
     """
     return not sv[FWD_DUE if forward else REV_DUE, base] and (
         sv[FWD_EXACT if forward else REV_EXACT, base] == g[EXACT]
