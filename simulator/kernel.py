@@ -60,7 +60,8 @@ FWD_DUE, REV_DUE = 17, 18  # the region's rebuild is deferred until it is read (
 LISTED, DUE_LIST = 19, 20  # storages that may owe a rebuild: flag, and the first N_LISTED ids
 FWD_EXACT, REV_EXACT = 21, 22  # g[EXACT] when the region is known to equal its rebuild
 PASSED = 23  # 1 + the first decision whose TwoPhase k largest held s unchosen (0: none yet)
-N_FIELDS = 24
+FWD_LAG = 24  # 1 + the operator whose pending outputs the forward region lags behind (see _lags)
+N_FIELDS = 25
 
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
@@ -252,13 +253,16 @@ def rebuild(base, forward, g, sv, stor, flat, bits, stack) -> None:
     sv[FWD_C if forward else REV_C, base] = compute
     sv[FWD_COUNT if forward else REV_COUNT, base] = count
     sv[FWD_EXACT if forward else REV_EXACT, base] = g[EXACT]
+    if forward:
+        sv[FWD_LAG, base] = 0
 
 
 @njit(cache=True)
 def absorb(p: int, s: int, forward: bool, g: np.ndarray, sv: np.ndarray, bits: np.ndarray) -> None:
     """p's region takes in just-evicted s (on its frontier) together with s's own region.
 
-    The union is what a rebuild would find when both regions were exact (see _exact).
+    The union is what a rebuild would find when both regions were exact (see _exact), and
+    when p's lags (see _lags) what it would find without the pending outputs.
     """
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
     bits[frontier, p, s >> 6] &= ~(_U1 << np.uint64(s & 63))
@@ -304,6 +308,28 @@ def _owe(base, forward, g, sv) -> None:
 
 
 @njit(cache=True, inline="always")
+def _lags(p, op, g, sv) -> bool:
+    """Whether material p's forward region, gaining edges to op's outputs, can lag behind them
+    instead of losing its stamp: op's outputs are new storages (none of its tensors on an
+    existing one), its inputs are all material, and p is unpinned, its region exact or
+    already lagging behind op (nothing is owed when outputs are created, see _settle_all).
+
+    A lagging region equals its rebuild without the edges to op's outputs, which simrd keeps
+    until their computation rebuilds it. A new storage has no edges of its own, and the
+    inputs stay material (locked) until op runs: no other region reaches the outputs, and a
+    rebuild of p's finds the same frontier and the outputs p leads to in its interior. An
+    absorb keeps the lag, and when op's outputs are computed they join the frontier
+    (`_shrink`) and the lag ends (see compute). Inputs' forward regions owed a rebuild at
+    every operator were most of the rebuilds of runs without evictions.
+    """
+    return (
+        not sv[PINNED, p]
+        and sv[FWD_EXACT, p] == g[EXACT]
+        and (sv[FWD_LAG, p] == 0 or sv[FWD_LAG, p] == op + 1)
+    )
+
+
+@njit(cache=True, inline="always")
 def _exact(base, forward, g, sv) -> bool:
     """Whether base's region is known to equal its rebuild from scratch.
 
@@ -313,12 +339,16 @@ def _exact(base, forward, g, sv) -> bool:
     stamp (`_touch`); an absorb keeps it when both regions had it, and so does `_shrink`; an
     eviction that simrd's drifted frontiers hide from a region takes its stamp
     (`_unstamp_missed`). A new stamp makes every region unknown: taken when a storage that is
-    not material gains an edge or compute (nothing lists the regions holding it). An owed
+    not material gains an edge or compute (nothing lists the regions holding it), unless the
+    edge leads to a new storage (then `_unstamp_holders` finds the regions it changes). An owed
     forward region whose stamp is g[EXACT] is not exact, but its frontier row holds every
-    storage of its rebuild's frontier (see `_ahead`).
+    storage of its rebuild's frontier (see `_ahead`). A lagging forward region (see _lags)
+    is stamped but not exact.
     """
-    return not sv[FWD_DUE if forward else REV_DUE, base] and (
-        sv[FWD_EXACT if forward else REV_EXACT, base] == g[EXACT]
+    return (
+        not sv[FWD_DUE if forward else REV_DUE, base]
+        and sv[FWD_EXACT if forward else REV_EXACT, base] == g[EXACT]
+        and not (forward and sv[FWD_LAG, base])
     )
 
 
@@ -939,7 +969,7 @@ def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_par
                     absorb(scratch[i], s, forward, g, sv, bits)
         bits[:, s, :] = 0
         sv[FWD_C, s] = sv[REV_C, s] = sv[FWD_COUNT, s] = sv[REV_COUNT, s] = 0
-        sv[FWD_EXACT, s] = sv[REV_EXACT, s] = 0
+        sv[FWD_EXACT, s] = sv[REV_EXACT, s] = sv[FWD_LAG, s] = 0
     if eqclass:
         # A new class for s, merged with the classes of its evicted neighbours.
         node = _new_class(s, sv[COMPUTE, s], g, sv, uf_parent, uf_value)
@@ -985,6 +1015,10 @@ def compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scra
     g[MEM] -= dup_bytes
     for i in range(n_fresh):
         pool_add(g, sv, fresh[i], stor[S_SIZE, fresh[i]])
+    if regions and not remat:  # the lagging inputs' regions take in their outputs just below
+        for j in range(ops[OP_FWD_GROWTH, op], ops[OP_FWD_GROWTH, op + 1]):
+            if sv[FWD_LAG, flat[j]] == op + 1:
+                sv[FWD_LAG, flat[j]] = 0
     if regions:
         _rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, scratch)
     for i in range(n_fresh):
@@ -1350,24 +1384,48 @@ def _touch(s: int, forward_only: bool, g: np.ndarray, sv: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def _create_outputs(op, eqclass, g, sv, ops, tens, flat, uf) -> None:
+def _unstamp_holders(s: int, sv: np.ndarray, bits: np.ndarray) -> None:
+    """s, not material, gains a forward edge to a new storage: the forward regions holding s
+    lose their stamps, a rebuild would take in the new storage too. No other region's rebuild
+    changes: the new storage has no edges of its own. (Nothing is owed when outputs are
+    created, see _settle_all, so every region's interior row is its rebuild's.)"""
+    word, bit = s >> 6, _U1 << np.uint64(s & 63)
+    for x in range(bits.shape[1]):
+        if bits[FWD_INT, x, word] & bit:
+            sv[FWD_EXACT, x] = 0
+
+
+@njit(cache=True)
+def _create_outputs(op, regions, eqclass, g, sv, ops, tens, flat, bits, uf) -> None:
     """Register op's outputs on their storages and as neighbours of its arguments' storages.
 
     Under classes, a new storage starts in a class of its own with value 0: until computed it
     counts as an evicted neighbour, as in simrd, and its first computation debits that class.
     """
+    new, material = True, True
+    for j in range(ops[OP_FWD_GROWTH, op], ops[OP_FWD_GROWTH, op + 1]):
+        material = material and sv[MATERIAL, flat[j]] != 0
     for t in range(ops[OP_OUT, op], ops[OP_OUT, op + 1]):
         s = tens[T_STORAGE, t]
         if eqclass and sv[N_TENSORS, s] == 0:
             _new_class(s, 0, g, sv, uf[0], uf[1])
         if sv[N_TENSORS, s]:
             _touch(s, False, g, sv)  # a new storage is in no region and its own are rebuilt
+            new = False
         sv[N_TENSORS, s] += 1
         sv[COMPUTE, s] += tens[T_GAIN, t]
         sv[REF_EXT, s] += 1
     for j in range(ops[OP_FWD_GROWTH, op], ops[OP_FWD_GROWTH, op + 1]):
-        sv[N_FWD, flat[j]] += 1
-        _touch(flat[j], True, g, sv)
+        p = flat[j]
+        sv[N_FWD, p] += 1
+        if not new:
+            _touch(p, True, g, sv)
+        elif material and _lags(p, op, g, sv):  # (p material, the other branches' case)
+            sv[FWD_LAG, p] = op + 1
+        elif sv[MATERIAL, p]:
+            sv[FWD_EXACT, p] = 0
+        elif regions:
+            _unstamp_holders(p, sv, bits)
     for j in range(ops[OP_REV_GROWTH, op], ops[OP_REV_GROWTH, op + 1]):
         sv[N_REV, flat[j]] += 1  # an output's storage: touched above unless new
 
@@ -1410,7 +1468,7 @@ def replay(L: Layout, st: State, work, uf, budget, rule, remat_limit, regions, e
             g[STEP] = arg
             uf = _room_for_class(uf, g, eqclass, last - first)
             _settle_all(g, sv, stor, flat, bits, scratch)
-            _create_outputs(arg, eqclass, g, sv, ops, tens, flat, uf)
+            _create_outputs(arg, regions, eqclass, g, sv, ops, tens, flat, bits, uf)
             status, work, uf = materialize(
                 L, st, first, False, budget, rule, remat_limit, regions, eqclass, work, uf
             )

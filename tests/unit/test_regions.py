@@ -4,9 +4,12 @@ Regions stamped exact are updated without a search when a storage of theirs is r
 (`kernel._shrink`); a stamp on a region that a rebuild would change makes the replay drift
 from simrd. A just-computed storage's forward region can be owed with its stamp kept
 (`kernel._ahead`), its frontier row then a superset of its rebuild's: a missing storage there
-hides a reverse region that simrd updates. Replaying a trace one command at a time, every
-stamped region of every material, unpinned storage is rebuilt and compared, on random traces
-with joins and aliases (where simrd's kept regions can drift from a rebuild) and on ResNet-32.
+hides a reverse region that simrd updates. An input's forward region can lag behind the
+outputs of the operator being run (`kernel._lags`): it then equals its rebuild but for the
+outputs it leads to, which the rebuild has in its interior. Replaying a trace one command at a
+time, every stamped region of every material, unpinned storage is rebuilt and compared, on
+random traces with joins and aliases (where simrd's kept regions can drift from a rebuild) and
+on ResNet-32; a command that fails is left in the middle of its operator, with regions lagging.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ def _rebuilt(state: kernel.State, layout, s: int, forward: bool) -> tuple[np.nda
     state is left as it was."""
     g, sv, bits, scratch = state.g, state.sv, state.bits, state.scratch
     planes, values = list(PLANES[forward]), list(VALUES[forward])
-    kept_bits, kept_values = bits[planes, s, :].copy(), sv[values, s].copy()
+    kept_bits, kept_fields = bits[planes, s, :].copy(), sv[:, s].copy()
     kernel.rebuild(s, forward, g, sv, layout.stor, layout.flat, bits, scratch)
     rebuilt = bits[planes, s, :].copy(), sv[values, s].copy()
-    bits[planes, s, :], sv[values, s] = kept_bits, kept_values
+    bits[planes, s, :], sv[:, s] = kept_bits, kept_fields
     return rebuilt
 
 
@@ -43,50 +46,104 @@ def _words(flags: np.ndarray, n_words: int) -> np.ndarray:
     return np.packbits(padded, bitorder="little").view(np.uint64)
 
 
-def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> tuple[int, int]:
-    """Replay command by command; assert that every stamped region equals its rebuild and that
-    every owed forward region keeping its stamp holds its rebuild's frontier (pinned storages
-    aside) in its frontier row; count both."""
+def _pending(layout, op: int, n_storages: int) -> np.ndarray:
+    """Flags of the storages of op's outputs."""
+    flags = np.zeros(n_storages, bool)
+    first, last = layout.ops[kernel.OP_OUT, op], layout.ops[kernel.OP_OUT, op + 1]
+    flags[layout.tens[kernel.T_STORAGE, first:last]] = True
+    return flags
+
+
+def _checked(state: kernel.State, layout, running: int) -> np.ndarray:
+    """Assert that every stamped region of a material, unpinned storage equals its rebuild (a
+    lagging one but for the outputs it leads to, only within operator `running`, -1 for none)
+    and that every owed forward region keeping its stamp holds its rebuild's frontier (pinned
+    storages aside) in its frontier row; count exact, owed and lagging regions."""
+    sv, bits, counts = state.sv, state.bits, np.zeros(3, int)
+    pinned = _words(sv[kernel.PINNED] != 0, bits.shape[2])
+    for s in np.flatnonzero(sv[kernel.MATERIAL] & (sv[kernel.PINNED] == 0)):
+        for forward in (True, False):
+            stamp, due = STAMPS[forward]
+            if sv[stamp, s] != state.g[kernel.EXACT] or (sv[due, s] and not forward):
+                continue
+            planes, values = list(PLANES[forward]), list(VALUES[forward])
+            rows, rebuilt_values = _rebuilt(state, layout, int(s), forward)
+            if sv[due, s]:
+                missing = rows[1] & ~pinned & ~bits[kernel.FWD_FR, s, :]
+                assert not missing.any(), s
+                counts[1] += 1
+            elif forward and sv[kernel.FWD_LAG, s]:
+                op = sv[kernel.FWD_LAG, s] - 1
+                assert op == running, s
+                pending = _pending(layout, op, sv.shape[1])
+                interior = np.unpackbits(rows[0].view(np.uint8), bitorder="little")
+                led = np.flatnonzero(pending & interior[: sv.shape[1]])
+                assert len(led), s  # s leads to one at least: else it would not lag
+                kept = rows[0] & ~_words(pending, bits.shape[2])
+                assert np.array_equal(rows[1], bits[kernel.FWD_FR, s, :]), s
+                assert np.array_equal(kept, bits[kernel.FWD_INT, s, :]), s
+                missed = np.array([sv[kernel.COMPUTE, led].sum(), len(led)])
+                assert np.array_equal(rebuilt_values - missed, sv[values, s]), s
+                counts[2] += 1
+            else:
+                assert np.array_equal(rows, bits[planes, s, :]), (s, forward)
+                assert np.array_equal(rebuilt_values, sv[values, s]), (s, forward)
+                counts[0] += 1
+    return counts
+
+
+def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> np.ndarray:
+    """Replay command by command, checking the state after each (see _checked)."""
     setup = _Setup.of(trace, policy, None, None, None, ())
     _, state, work, uf = setup.start()
-    sv, bits, exact, owed = state.sv, state.bits, 0, 0
+    counts = np.zeros(3, int)
     for i in range(setup.commands):
         status, work, uf = setup.run(state, work, uf, budget, i, i + 1)
-        pinned = _words(sv[kernel.PINNED] != 0, bits.shape[2])
-        for s in np.flatnonzero(sv[kernel.MATERIAL] & (sv[kernel.PINNED] == 0)):
-            for forward in (True, False):
-                stamp, due = STAMPS[forward]
-                if sv[stamp, s] != state.g[kernel.EXACT] or (sv[due, s] and not forward):
-                    continue
-                planes, values = list(PLANES[forward]), list(VALUES[forward])
-                rows, rebuilt_values = _rebuilt(state, setup.layout, int(s), forward)
-                if sv[due, s]:
-                    missing = rows[1] & ~pinned & ~bits[kernel.FWD_FR, s, :]
-                    assert not missing.any(), (i, s)
-                    owed += 1
-                else:
-                    assert np.array_equal(rows, bits[planes, s, :]), (i, s, forward)
-                    assert np.array_equal(rebuilt_values, sv[values, s]), (i, s, forward)
-                    exact += 1
+        kind, arg = setup.layout.cmds[:, i]
+        stopped = status != kernel.RUNNING and kind == kernel.COMPUTE_CMD
+        counts += _checked(state, setup.layout, arg if stopped else -1)
         if status != kernel.RUNNING:
             break
-    return exact, owed
+    return counts
+
+
+def _failed_checked(trace: Trace, policy: str, budgets) -> np.ndarray:
+    """Replay at each budget; where the replay runs out of memory for an operator's outputs,
+    in the middle of the operator, check the state it stops in."""
+    setup = _Setup.of(trace, policy, None, None, None, ())
+    counts = np.zeros(3, int)
+    for budget in budgets:
+        _, state, work, uf = setup.start()
+        status, work, uf = setup.run(state, work, uf, int(budget), 0, setup.commands)
+        if status == kernel.OOM:
+            counts += _checked(state, setup.layout, state.g[kernel.STEP])
+    return counts
 
 
 @pytest.mark.parametrize("policy", ["dtr", "he-star"])
 def test_stamped_regions_equal_their_rebuild_on_random_traces(policy: str) -> None:
-    exact = owed = 0
+    counts = np.zeros(3, int)
     for seed in range(40):
         trace = tiny_trace(random_trace_text(seed, 60, joins=True))
         peak = peak_memory(trace)
         for budget in (peak // 4, peak // 3, peak // 2):
-            counts = _stamped_regions_checked(trace, policy, budget)
-            exact, owed = exact + counts[0], owed + counts[1]
+            counts += _stamped_regions_checked(trace, policy, budget)
+    exact, owed, _ = counts
     assert exact > 1000 and owed > 100  # the stamps are in use, so the check is not vacuous
+
+
+@pytest.mark.parametrize("policy", ["dtr", "he-star"])
+def test_regions_where_an_operator_runs_out_of_memory_equal_their_rebuild(policy: str) -> None:
+    counts = np.zeros(3, int)
+    for seed in range(40):
+        trace = tiny_trace(random_trace_text(seed, 60, joins=True))
+        peak = peak_memory(trace)
+        counts += _failed_checked(trace, policy, np.linspace(peak // 8, peak // 2, 20))
+    assert counts[2] > 20  # regions lagging behind an operator's outputs are checked
 
 
 def test_stamped_regions_equal_their_rebuild_on_resnet32(load_named) -> None:
     resnet32 = load_named("resnet32")
     budget = int(peak_memory(resnet32) * 0.3)
-    exact, owed = _stamped_regions_checked(resnet32, "dtr", budget)
+    exact, owed, _ = _stamped_regions_checked(resnet32, "dtr", budget)
     assert exact > 1000 and owed > 10
