@@ -1420,7 +1420,7 @@ def _create_outputs(op, regions, eqclass, g, sv, ops, tens, flat, bits, uf) -> N
         sv[N_FWD, p] += 1
         if not new:
             _touch(p, True, g, sv)
-        elif material and _lags(p, op, g, sv):  # (p material, the other branches' case)
+        elif material and _lags(p, op, g, sv):  # every input is material
             sv[FWD_LAG, p] = op + 1
         elif sv[MATERIAL, p]:
             sv[FWD_EXACT, p] = 0

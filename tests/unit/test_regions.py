@@ -120,12 +120,17 @@ def _failed_checked(trace: Trace, policy: str, budgets) -> np.ndarray:
     return counts
 
 
+def _random_traces():
+    """Random traces with joins and aliases, with their peak memory."""
+    for seed in range(40):
+        trace = tiny_trace(random_trace_text(seed, 60, joins=True))
+        yield trace, peak_memory(trace)
+
+
 @pytest.mark.parametrize("policy", ["dtr", "he-star"])
 def test_stamped_regions_equal_their_rebuild_on_random_traces(policy: str) -> None:
     counts = np.zeros(3, int)
-    for seed in range(40):
-        trace = tiny_trace(random_trace_text(seed, 60, joins=True))
-        peak = peak_memory(trace)
+    for trace, peak in _random_traces():
         for budget in (peak // 4, peak // 3, peak // 2):
             counts += _stamped_regions_checked(trace, policy, budget)
     exact, owed, _ = counts
@@ -135,9 +140,7 @@ def test_stamped_regions_equal_their_rebuild_on_random_traces(policy: str) -> No
 @pytest.mark.parametrize("policy", ["dtr", "he-star"])
 def test_regions_where_an_operator_runs_out_of_memory_equal_their_rebuild(policy: str) -> None:
     counts = np.zeros(3, int)
-    for seed in range(40):
-        trace = tiny_trace(random_trace_text(seed, 60, joins=True))
-        peak = peak_memory(trace)
+    for trace, peak in _random_traces():
         counts += _failed_checked(trace, policy, np.linspace(peak // 8, peak // 2, 20))
     assert counts[2] > 20  # regions lagging behind an operator's outputs are checked
 
