@@ -14,6 +14,8 @@ on ResNet-32; a command that fails is left in the middle of its operator, with r
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -120,11 +122,11 @@ def _failed_checked(trace: Trace, policy: str, budgets) -> np.ndarray:
     return counts
 
 
-def _random_traces():
-    """Random traces with joins and aliases, with their peak memory."""
-    for seed in range(40):
-        trace = tiny_trace(random_trace_text(seed, 60, joins=True))
-        yield trace, peak_memory(trace)
+@functools.cache
+def _random_traces() -> tuple[tuple[Trace, int], ...]:
+    """Random traces with joins and aliases, with their peak memory (built once for all tests)."""
+    traces = (tiny_trace(random_trace_text(seed, 60, joins=True)) for seed in range(40))
+    return tuple((trace, peak_memory(trace)) for trace in traces)
 
 
 @pytest.mark.parametrize("policy", ["dtr", "he-star"])
