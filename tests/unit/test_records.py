@@ -102,6 +102,39 @@ def test_invalid_records_name_the_file_and_field(tmp_path, edit, message) -> Non
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
+def _mutants(value: object):
+    """`value` with one leaf or member replaced by each wrong-typed value, deleted, or joined by
+    an unknown key."""
+    wrong = [None, True, -1, 1.5, 2.0, "x", "2026-13-99", [], {}, [1.5], float("inf")]
+    if isinstance(value, dict):
+        yield {**value, "unknown": 1}
+        for key, member in value.items():
+            yield {k: v for k, v in value.items() if k != key}
+            for m in (*wrong, *_mutants(member)):
+                yield {**value, key: m}
+    elif isinstance(value, list):
+        for i, member in enumerate(value):
+            for m in (*wrong, *_mutants(member)):
+                yield [*value[:i], m, *value[i + 1 :]]
+
+
+@pytest.mark.parametrize("outcome", ["ok", "oom"])
+def test_fast_check_accepts_only_what_the_validator_accepts(outcome) -> None:
+    record = record_for(10**6 if outcome == "ok" else 120)
+    assert record["result"]["outcome"] == outcome
+    record = json.loads(json.dumps(record))
+    verdicts = set()
+    for mutant in _mutants(record):
+        try:
+            records.validate(mutant, "mutant")
+            accepted = True
+        except RecordError:
+            accepted = False
+        assert accepted == records._validator().is_valid(mutant), mutant
+        verdicts.add(accepted)
+    assert verdicts == {True, False}
+
+
 def test_truncated_record_is_an_error(tmp_path) -> None:
     path = records.write_record(record_for(150), tmp_path)
     path.write_text(path.read_text()[:40])
