@@ -81,6 +81,7 @@ def test_every_confirmed_region_is_explained_from_its_records(completed: Path) -
         assert set(pair["cites"].values()) <= run_ids
         assert pair["retention"]["valid"]
         assert (directory / f"pair-{i}.png").stat().st_size > 0
+        assert not (directory / f"pair-{i}.pdf").exists()  # PNG only in the pipeline
     assert "### 4. Retention" in (directory / "explain.md").read_text()
     log = (completed / "results" / "logs" / "explain" / "resnet32" / "dtr.log").read_text()
     assert [line.split()[0] for line in log.splitlines()[:2]] == ["[1/2]", "[2/2]"]

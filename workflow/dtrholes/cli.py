@@ -134,7 +134,7 @@ def _explain(args: argparse.Namespace) -> None:
     if args.out is None:
         print(explain.markdown(found), end="")
     else:
-        _write_explanations([found], args.out)
+        _write_explanations([found], args.out, (".png", ".pdf"))
         print(f"wrote {args.out}/explain.json, explain.md, pair-0.png, pair-0.pdf")
 
 
@@ -571,20 +571,20 @@ def _explain_regions(args: argparse.Namespace) -> None:
     job = _job(args, "explain")
     regions = json.loads(args.repeats.read_text(encoding="utf-8"))["regions"]
     found = stages.explain_regions(job, stages.listed_records(args.jobs, job.records), regions)
-    _write_explanations(found, args.out)
+    _write_explanations(found, args.out, (".png",))  # PDFs would be a third of the job
     print(f"{args.trace} {args.policy}: {len(found)} pairs explained")
 
 
-def _write_explanations(found: list[dict], out: Path) -> None:
-    """explain.json and explain.md in directory `out`, and a figure per pair."""
+def _write_explanations(found: list[dict], out: Path, suffixes: tuple[str, ...]) -> None:
+    """explain.json and explain.md in directory `out`, and a figure per pair in each format."""
     from dtrholes import figures  # plotting libraries load only for commands that plot
 
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / "explain.json", found)
+    _write_json(out / "explain.json", found, indent=None)  # ~10 MB: the C encoder, 30x faster
     text = "".join(explain.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
     (out / "explain.md").write_text(text, encoding="utf-8")
     for i, x in enumerate(found):
-        figures.explanation(x, out / f"pair-{i}")
+        figures.explanation(x, out / f"pair-{i}", suffixes=suffixes)
 
 
 def _gather(args: argparse.Namespace) -> None:
@@ -655,9 +655,9 @@ def _protocol(args: argparse.Namespace) -> None:
     _write_json(args.out, protocol.render(current))
 
 
-def _write_json(path: Path, value: object) -> None:
+def _write_json(path: Path, value: object, indent: int | None = 1) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(value, indent=indent, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def parser() -> argparse.ArgumentParser:

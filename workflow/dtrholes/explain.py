@@ -281,20 +281,27 @@ def _probed(recorded: Recording, window: tuple[int, int], top: int, most: int | 
 
 
 def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
-    """Per step of the window that evicted, rematerialized or failed: what it did."""
+    """Per step of the window that evicted, rematerialized or failed: what it did, in step
+    order. Read column-wise: a thrashing run evicts ~10^4 times in a window."""
     steps: dict[int, dict] = {}
-    for e in events.of("evict", "remat", "fail", steps=window):
-        step = steps.setdefault(
-            e["step"], {"step": e["step"], "evicted": [], "remats": 0, "depth": 0}
-        )
-        if e["kind"] == "evict":
-            step["evicted"].append(e["storage"])
-        elif e["kind"] == "remat":
-            step["remats"] += 1
-            step["depth"] = max(step["depth"], e["depth"])
-        else:
-            step["failed"] = {"op": e["op"], "outcome": e["outcome"], "depth": e["depth"]}
-    return list(steps.values())
+
+    def at(step: int) -> dict:
+        return steps.setdefault(step, {"step": step, "evicted": [], "remats": 0, "depth": 0})
+
+    evicts, remats = events.where("evict", steps=window), events.where("remat", steps=window)
+    for step, storage in zip(*_ints(events, evicts, "step", "storage"), strict=True):
+        at(step)["evicted"].append(events.storage_names[storage])
+    for step, depth in zip(*_ints(events, remats, "step", "depth"), strict=True):
+        done = at(step)
+        done["remats"] += 1
+        done["depth"] = max(done["depth"], depth)
+    for e in events.of("fail", steps=window):
+        at(e["step"])["failed"] = {"op": e["op"], "outcome": e["outcome"], "depth": e["depth"]}
+    return [steps[step] for step in sorted(steps)]
+
+
+def _ints(events: Events, positions: np.ndarray, *names: str) -> list[list[int]]:
+    return [events.values(positions, name).astype(int).tolist() for name in names]
 
 
 def _decisions(events: Events) -> list[dict]:

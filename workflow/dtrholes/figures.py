@@ -20,9 +20,14 @@ OUTCOMES = {  # label, colour, marker
     "thrashed": ("thrashed", "#7570b3", "s"),
     "timeout": ("unresolved", "#666666", "^"),
 }
-# Byte-identical files for identical inputs: no timestamps or versions in the metadata.
-PNG_METADATA = {"Software": None}
-PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
+# savefig's options per format. Byte-identical files for identical inputs: no timestamps or
+# versions in the metadata.
+FORMATS = {
+    ".png": {"dpi": 150, "metadata": {"Software": None}},
+    ".pdf": {
+        "metadata": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
+    },
+}
 
 
 def sampled(records: pd.DataFrame, trace: str) -> pd.DataFrame:
@@ -126,13 +131,13 @@ def _legend(fig, axes) -> None:
     fig.legend(handles.values(), labels.values(), loc="upper right", fontsize=8)
 
 
-def save(fig, stem: Path) -> list[Path]:
-    """Write `stem`.png and `stem`.pdf, without timestamps."""
+def save(fig, stem: Path, suffixes: tuple[str, ...] = (".png", ".pdf")) -> list[Path]:
+    """Write `stem` in each format (.png, .pdf), without timestamps."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout(rect=(0, 0, 0.88, 0.97))
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    fig.savefig(paths[0], dpi=150, metadata=PNG_METADATA)
-    fig.savefig(paths[1], metadata=PDF_METADATA)
+    paths = [stem.with_suffix(suffix) for suffix in suffixes]
+    for path in paths:
+        fig.savefig(path, **FORMATS[path.suffix])
     plt.close(fig)
     return paths
 
@@ -148,7 +153,9 @@ def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, ou
     save(overheads(rows, trace), out / f"overhead-{trace}")
 
 
-def explanation(x: dict, stem: Path, rows: int = 18) -> list[Path]:
+def explanation(
+    x: dict, stem: Path, rows: int = 18, suffixes: tuple[str, ...] = (".png", ".pdf")
+) -> list[Path]:
     """One explained pair: the completing and the failing run side by side, one row per
     decisive step of the probe window (the last `rows` of them), naming what each step evicted
     and rematerialized; the retained storage in red, the failure marked."""
@@ -176,7 +183,7 @@ def explanation(x: dict, stem: Path, rows: int = 18) -> list[Path]:
         f" {x['ok']['budget']:,} completes (retained storage in red)",
         fontsize=10,
     )
-    return save(fig, stem)
+    return save(fig, stem, suffixes)
 
 
 def _run_title(run: dict, name: str) -> str:
