@@ -571,7 +571,7 @@ def _explain_regions(args: argparse.Namespace) -> None:
     job = _job(args, "explain")
     regions = json.loads(args.repeats.read_text(encoding="utf-8"))["regions"]
     found = stages.explain_regions(job, stages.listed_records(args.jobs, job.records), regions)
-    _write_explanations(found, args.out, (".png",))  # PDFs would be a third of the job
+    _write_explanations(found, args.out, (".png",))  # their PDFs took a tenth of the job
     print(f"{args.trace} {args.policy}: {len(found)} pairs explained")
 
 
