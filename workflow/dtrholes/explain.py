@@ -286,7 +286,9 @@ def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
     steps: dict[int, dict] = {}
 
     def at(step: int) -> dict:
-        return steps.setdefault(step, {"step": step, "evicted": [], "remats": 0, "depth": 0})
+        if step not in steps:  # not setdefault: that would build a dict per event
+            steps[step] = {"step": step, "evicted": [], "remats": 0, "depth": 0}
+        return steps[step]
 
     evicts, remats = events.where("evict", steps=window), events.where("remat", steps=window)
     for step, storage in zip(*_ints(events, evicts, "step", "storage"), strict=True):

@@ -96,8 +96,13 @@ def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
 
 
 @cache
+def _schema() -> dict:
+    return json.loads(SCHEMA.read_text(encoding="utf-8"))
+
+
+@cache
 def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    return jsonschema.Draft202012Validator(_schema())
 
 
 @cache
@@ -105,7 +110,7 @@ def _accepts() -> Callable[[dict], object]:
     """The schema compiled to Python code: about 30 times faster than the validator on a
     record. It may reject what the validator accepts (it checks formats), so it only ever
     accepts; the validator's verdict and message stand for every record it rejects."""
-    return fastjsonschema.compile(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    return fastjsonschema.compile(_schema())
 
 
 def validate(record: dict, where: str) -> None:
