@@ -11,10 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import records, runner
+from dtrholes import provenance, records, runner
 from dtrholes.records import RecordError, Request, Usage
 from dtrholes.runner import Session, run_requests
 from simulator import get_policy, simulate
@@ -66,6 +67,15 @@ def test_record_round_trip(tmp_path) -> None:
     assert path.name == f"{record['run_id']}.json"
     assert records.read_record(path) == json.loads(json.dumps(record))
     assert record["code"]["package_version"] and record["environment"]["python"]
+    assert record["environment"]["cpu"] == provenance.cpu()
+
+
+def test_cpu_names_the_processor_its_family_and_model() -> None:
+    cpuinfo = "processor\t: 0\ncpu family\t: 23\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n" * 2
+    named = provenance.cpu(cpuinfo)
+    assert named.startswith("AMD EPYC, family 23 model 1, ")
+    assert named.endswith(f" cores, compiled for {llvm.get_host_cpu_name()}")
+    assert "family" not in provenance.cpu("model name\t: Some CPU\n")
 
 
 def test_records_are_append_only(tmp_path) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+
+import llvmlite.binding as llvm
 
 import dtrholes
 
@@ -40,11 +43,32 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+def cpu(cpuinfo: str | None = None) -> str:
+    """The processor as the system names it, with its family and model where Linux reports
+    them, the core count, and the processor the compiled kernel is tuned for. Machines of one
+    kind differ: the same thrashing run took twice as long on one as on another."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, colon, value = line.partition(":")
+        if colon:
+            fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
+    if "cpu family" in fields and "model" in fields:
+        name += f", family {fields['cpu family']} model {fields['model']}"
+    return f"{name}, {os.cpu_count()} cores, compiled for {llvm.get_host_cpu_name()}"
+
+
 @functools.cache
 def environment() -> dict:
-    """Python and library versions and the host name."""
+    """Python and library versions, the host name and its processor."""
     return {
         "python": sys.version.split()[0],
         "libraries": {name: _version(name) for name in LIBRARIES},
         "host": platform.node(),
+        "cpu": cpu(),
     }
