@@ -74,7 +74,7 @@ def test_cpu_names_the_processor_its_family_and_model() -> None:
     cpuinfo = "processor\t: 0\ncpu family\t: 23\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n" * 2
     named = provenance.cpu(cpuinfo)
     assert named.startswith("AMD EPYC, family 23 model 1, ")
-    assert named.endswith(f" cores, compiled for {llvm.get_host_cpu_name()}")
+    assert named.endswith(f" CPUs, compiled for {llvm.get_host_cpu_name()}")
     assert "family" not in provenance.cpu("model name\t: Some CPU\n")
 
 

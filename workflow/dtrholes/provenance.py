@@ -45,8 +45,8 @@ def _version(name: str) -> str:
 
 def cpu(cpuinfo: str | None = None) -> str:
     """The processor as the system names it, with its family and model where Linux reports
-    them, the core count, and the processor the compiled kernel is tuned for. Machines of one
-    kind differ: the same thrashing run took twice as long on one as on another."""
+    them, the CPU count, and the processor the kernel is compiled for: machines of one kind
+    differ in speed, so two runs' times compare only knowing what ran them."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -60,7 +60,7 @@ def cpu(cpuinfo: str | None = None) -> str:
     name = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
     if "cpu family" in fields and "model" in fields:
         name += f", family {fields['cpu family']} model {fields['model']}"
-    return f"{name}, {os.cpu_count()} cores, compiled for {llvm.get_host_cpu_name()}"
+    return f"{name}, {os.cpu_count()} CPUs, compiled for {llvm.get_host_cpu_name()}"
 
 
 @functools.cache
