@@ -20,6 +20,19 @@ SHARED_MIRROR = REPO_ROOT.parent / "shared" / "traces" / "dtr-logs.zip"
 REFERENCE = Path(__file__).parent / "data" / "simrd_reference.jsonl"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, then the other workflow tests, then the unit tests: pytest-xdist
+    hands tests to its workers in this order, so the pipeline runs of minutes overlap the many
+    short tests on the other worker instead of trailing them."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow"):
+            return 0
+        return 1 if "workflow" in item.path.parts else 2
+
+    items.sort(key=rank)  # stable: collection order within each rank
+
+
 def archive_source() -> str:
     """$DTR_HOLES_ARCHIVE, else the shared mirror beside the clone, else the canonical URL."""
     if os.environ.get(fetch.ARCHIVE_ENV):

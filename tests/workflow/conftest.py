@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,18 @@ def scenario(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def completed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The scenario run to the end once; tests copy it before changing anything."""
-    directory = make_scenario(tmp_path_factory.mktemp("completed") / "scenario")
-    snakemake(directory)
+def completed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The scenario run to the end once per test session: the first worker (pytest-xdist) to
+    ask runs it, holding a lock that the others wait on, and they all read the one result.
+    Tests copy it before changing anything or running Snakemake in it."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # the session's directory, above each worker's own
+    directory, done = root / "completed" / "scenario", root / "completed.done"
+    with open(root / "completed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(directory.parent, ignore_errors=True)  # a failed attempt's
+            snakemake(make_scenario(directory))
+            done.touch()
     return directory

@@ -14,10 +14,11 @@ import zipfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from dtrholes import maps, records
 from tests.conftest import archive_source
-from tests.workflow.scenario import PLANNED, REPO, planned, snakemake
+from tests.workflow.scenario import PLANNED, REPO, copy_of, planned, snakemake
 
 
 def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:
@@ -68,7 +69,10 @@ def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     for kind in ("cliffs", "zoom", "overhead"):
         for suffix in (".png", ".pdf"):
             assert (completed / "results" / "figures" / f"{kind}-resnet32{suffix}").stat().st_size
-    assert "Nothing to be done" in snakemake(completed, "-n")
+
+
+def test_a_completed_run_plans_nothing(completed: Path, tmp_path: Path) -> None:
+    assert "Nothing to be done" in snakemake(copy_of(completed, tmp_path), "-n")
 
 
 def test_every_confirmed_region_is_explained_from_its_records(completed: Path) -> None:
@@ -108,7 +112,7 @@ def test_full_run_maps_the_region_exactly(completed: Path) -> None:
 
 def test_report_bundles_tables_and_figures(completed: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.zip"
-    snakemake(completed, "--report", str(report))
+    snakemake(copy_of(completed, tmp_path), "--report", str(report))
     with zipfile.ZipFile(report) as bundle:
         names = "\n".join(bundle.namelist())
     assert "holes.md" in names and "cliffs-resnet32.png" in names
@@ -139,8 +143,9 @@ def test_lint_has_only_justified_warnings() -> None:
     assert "conda environment" in readme and "variable DTR_HOLES" in readme
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(
-    scenario: Path, completed: Path
+    scenario: Path, request: pytest.FixtureRequest
 ) -> None:
     env = {**os.environ, "DTR_HOLES_ARCHIVE": archive_source()}
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -158,6 +163,8 @@ def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(
         time.sleep(0.05)
     os.killpg(run.pid, signal.SIGKILL)  # mid-sweep: the job and its worker die at once
     run.wait()
+    # Asked for only now: the run above need not wait while another worker completes it.
+    completed = request.getfixturevalue("completed")
     expected = {p.name for p in (completed / "results" / "records").glob("*.json")}
     assert 0 < len(list(written.glob("*.json"))) < len(expected)
     snakemake(scenario, "--unlock")

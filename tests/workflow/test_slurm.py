@@ -95,6 +95,7 @@ def tables(directory: Path) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 def test_slurm_run_matches_the_local_run(slurm: None, completed: Path, tmp_path: Path) -> None:
     scenario = make_scenario(tmp_path / "scenario")
     env = {**os.environ, "DTR_HOLES_ARCHIVE": archive_source(), "DTR_HOLES_SIMRD": ""}
