@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("slow"):
             return 0
-        return 1 if "workflow" in item.path.parts else 2
+        return 1 if item.path.parent.name == "workflow" else 2
 
     items.sort(key=rank)  # stable: collection order within each rank
 
