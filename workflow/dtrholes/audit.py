@@ -242,14 +242,16 @@ def _record_provenance(ctx: Context, record: dict) -> list[Failure]:
 
 
 def _code_notes(ctx: Context) -> tuple[str, ...]:
+    # Records from before the lock lack its key; one commit may have run in two environments.
     versions = Counter(
-        (r["code"]["package_version"], r["code"]["git_commit"], r["code"]["git_dirty"])
-        for r in ctx.inv.records.values()
+        (c["package_version"], c["git_commit"], c["git_dirty"], c.get("lock_sha256"))
+        for c in (r["code"] for r in ctx.inv.records.values())
     )
     return tuple(
         f"{n} records from dtr-holes {package} at commit {commit}"
+        + (f", requirements.lock sha256 {lock[:12]}" if lock else "")
         + (" (DIRTY: tracked files differed from the commit)" if dirty else "")
-        for (package, commit, dirty), n in sorted(versions.items(), key=str)
+        for (package, commit, dirty, lock), n in sorted(versions.items(), key=str)
     )
 
 

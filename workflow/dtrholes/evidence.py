@@ -32,6 +32,7 @@ COLUMNS = (
     "protocol_version",
     "git_commit",
     "git_dirty",
+    "lock_sha256",
     "cited_by",
 )
 
@@ -219,6 +220,7 @@ def _row(f: RecordFile, cited: dict[str, list[str]], version: str) -> dict:
         "protocol_version": record.get("protocol", {}).get("version"),
         "git_commit": record.get("code", {}).get("git_commit"),
         "git_dirty": record.get("code", {}).get("git_dirty"),
+        "lock_sha256": record.get("code", {}).get("lock_sha256"),
         "cited_by": ";".join(cited.get(run_id, [])) if f.canonical else "",
     }
 

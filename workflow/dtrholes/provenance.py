@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import platform
 import subprocess
@@ -15,6 +16,7 @@ import llvmlite.binding as llvm
 import dtrholes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+LOCK = REPO_ROOT / "requirements.lock"
 LIBRARIES = ("numpy", "numba", "llvmlite", "pyarrow", "pandas", "snakemake")
 
 
@@ -28,12 +30,25 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
 @functools.cache
 def code() -> dict:
-    """Package version, git commit and whether tracked files differ from it."""
+    """Package version, git commit, whether tracked files differ from it, and the sha256 of the
+    pinned environment, requirements.lock (None where it is absent, as in an installed copy)."""
     commit = _git("rev-parse", "HEAD")
     dirty = None if commit is None else _git("status", "--porcelain", "--untracked-files=no") != ""
-    return {"package_version": dtrholes.__version__, "git_commit": commit, "git_dirty": dirty}
+    return {
+        "package_version": dtrholes.__version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "lock_sha256": _sha256(LOCK),
+    }
 
 
 def _version(name: str) -> str:
