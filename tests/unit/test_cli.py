@@ -224,3 +224,20 @@ def test_render_refuses_another_version(tmp_path: Path, capsys) -> None:
     assert main([*args, "--version", "000000000000"]) == 2 and not out.exists()
     assert main(args) == 0
     assert json.loads(out.read_text())["history"]
+
+
+def test_protocol_points_prints_the_studys_points_as_csv(tmp_path: Path, capsys) -> None:
+    # U-Net's peak as its baseline states it; the study's budgets are int(peak * ratio).
+    (tmp_path / "unet.json").write_text(json.dumps({"peak_memory": 8415764928}))
+    args = ["protocol", "points", "--protocol", str(REPO / "protocol"), "--baselines"]
+    assert main([*args, str(tmp_path), "--stage", "c", "--trace", "unet", "--policy", "dtr"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "stage,trace,policy,ratio,budget,repeat"
+    assert lines[1] == "C,unet,dtr,0.0552,464550224,0"  # the study's first U-Net Stage C run
+    assert len(lines) == 1 + 80
+    assert main([*args, str(tmp_path), "--stage", "Q"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("dtr-holes: --stage: expected one of ['A', 'C', 'DEV'")
+        and err.count("\n") == 1
+    )

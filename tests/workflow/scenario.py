@@ -14,17 +14,21 @@ from tests.conftest import archive_source
 REPO = Path(__file__).resolve().parents[2]
 
 # ResNet-32 under DTR completes at 0.101 and 0.107 and fails from 0.102 to 0.106: Stage A's
-# three budgets bracket the region, Stage B fills it in at 0.001.
+# three budgets bracket the region, Stage B fills it in at 0.001; three of the study's
+# development points run DTR again (the comparison with the study sets them beside its own).
 BASE = """\
 fixed: 2026-09-26
 title: tiny scenario
 parameters:
   traces:
-    development: [resnet32]
-    confirmatory: []
+    development: []
+    confirmatory: [resnet32]
   policies:
     dtr: {}
     nbhd-penalty: {b: 0.25}
+  frozen: [dtr, nbhd-penalty]
+  points:
+    DEV: [{trace: resnet32, policies: [dtr], ratios: [0.101, 0.104, 0.107], repeats: [0]}]
   limits: {overhead_cap: 60, wall_clock_s: 1200}
   stage_a:
     ratios: {start: 0.101, stop: 0.107, step: 0.003}
@@ -44,18 +48,21 @@ archive: null
 traces: null
 policies: null
 points_per_job: 3
+maps: true
 map_chunks: 2
 map_whole: []
 simrd_source: null
 """
 
 # Stage A: 3 budgets, one of them three times: 5 points per policy, 3 per job -> 2 jobs;
-# Stage C: one sample in each of the 2 intervals -> 1 job. Stage B waits for its plan, the map
-# chunks for the map plan.
+# Stage C: one sample in each of the 2 intervals -> 1 job. Stage B waits for its plan, and so
+# does the development points' one job of DTR (it is asked for with the series, which holds
+# Stage B); the map chunks wait for the map plan.
 PLANNED = {
     "all": 1,
     "audit_results": 1,
     "baseline_trace": 1,
+    "compare_paper": 1,
     "compare_policies": 1,
     "crosscheck_simrd": 1,
     "explain_regions": 2,
@@ -72,7 +79,7 @@ PLANNED = {
     "sweep_stage": 6,
     "tabulate_holes": 1,
     "tabulate_maps": 1,
-    "total": 28,
+    "total": 29,
 }
 
 

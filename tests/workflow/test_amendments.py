@@ -28,6 +28,7 @@ AGGREGATES = {
     "gather_records",
     "tabulate_holes",
     "compare_policies",
+    "compare_paper",
     "crosscheck_simrd",
     "plot_trace",
     "plan_maps",
@@ -72,7 +73,7 @@ def test_adding_a_policy_plans_only_its_jobs_and_the_aggregates(
     amend(copy, "add-lru", "[{path: policies/lru, new: {}}]")
     jobs, output = dry_run(copy)
     assert set(jobs) - {"total"} <= AGGREGATES | set(SERIES_RULES)
-    assert jobs["sweep_stage"] == 3  # lru: two Stage A chunks, one Stage C (B after its plan)
+    assert jobs["sweep_stage"] == 2  # lru: two Stage A chunks (not frozen: Stage A only)
     assert all("/lru/" in path for path in planned_outputs(output, "sweep_stage"))
     for rule in SERIES_RULES[1:]:
         # Other policies' series wait for the trace's new refinement plan, which may give them
@@ -95,6 +96,21 @@ def test_adding_a_policy_plans_only_its_jobs_and_the_aggregates(
     assert "| resnet32 † | dtr |" in markdown and "| resnet32 | lru |" in markdown
     lru = next(row for row in holes if row["policy"] == "lru")
     assert lru["amendments"] == "2026-11-29-add-lru"
+
+
+def test_adding_a_point_stage_plans_its_job_and_what_reads_its_series(
+    completed: Path, tmp_path: Path
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    points = "[{trace: resnet32, policies: [dtr], ratios: [0.1035], repeats: [0]}]"
+    amend(copy, "stage-e", f"[{{path: points/E, new: {points}}}]")
+    jobs, output = dry_run(copy)
+    assert planned_outputs(output, "sweep_stage") == ["results/stage_e/resnet32/dtr/job0.json"]
+    assert "plan_refinement" not in jobs  # the trigger reads no point stage
+    for rule in SERIES_RULES[1:]:
+        # The map plan reads every policy's series: other policies' maps wait for it.
+        for path, reason in planned_jobs(output, rule).items():
+            assert "/dtr" in path or MAP_PLAN in _updated(reason), (path, reason)
 
 
 def test_changing_stage_b_threshold_plans_no_stage_a_job(completed: Path, tmp_path: Path) -> None:
@@ -142,4 +158,4 @@ def test_a_ranking_policy_has_the_trace_ranked_once_before_its_jobs(
     (ranking,) = planned_jobs(output, "rank_storages")
     assert re.fullmatch(r"results/centrality/resnet32-[0-9a-f]{16}-7\.parquet", ranking)
     inputs = re.findall(r"^rule sweep_stage:\n    input: (.+)\n", output, re.M)
-    assert jobs["sweep_stage"] == len(inputs) == 3 and all(ranking in i for i in inputs)
+    assert jobs["sweep_stage"] == len(inputs) == 2 and all(ranking in i for i in inputs)

@@ -43,7 +43,7 @@ def test_listed_costly_traces_start_first(scenario: Path) -> None:
 def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     found = records.read_records(completed / "results" / "records")
     stages = {r["stage"] for r in found}
-    assert stages == {"A", "B", "C", "edge", "repeat", "map"}
+    assert stages == {"A", "B", "C", "DEV", "edge", "repeat", "map"}
     assert {r["status"] for r in found} == {"complete"}
     assert len({r["run_id"] for r in found}) == len(found)
     assert all(r["protocol"]["version"] for r in found)
@@ -63,7 +63,7 @@ def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     table = (completed / "results" / "tables" / "holes.md").read_text()
     assert "| resnet32 | dtr |" in table and "1 (1)" in table
     comparison = (completed / "results" / "tables" / "comparison.md").read_text()
-    assert "| resnet32 | development | nbhd-penalty |" in comparison
+    assert "| resnet32 | confirmatory | nbhd-penalty |" in comparison
     crosscheck = (completed / "results" / "tables" / "crosscheck.md").read_text()
     assert "not run" in crosscheck and "confirmed by simrd" not in crosscheck
     for kind in ("cliffs", "zoom", "overhead"):

@@ -9,9 +9,10 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import cli, fetch, maps
+from dtrholes import cli, fetch, maps, plan
 from tests.workflow.scenario import copy_of
 
 TRACE = "resnet32"
@@ -40,15 +41,13 @@ def assert_fails(report: dict, check: str, run_id: str) -> None:
 
 
 def region_record(directory: Path, key: str = "first_fail") -> Path:
-    """The first Stage A/B/C record at one of the DTR region's brackets (an edge point)."""
+    """The record of the DTR region's bracket that the audit reruns: the first sampled one at
+    its budget in the records table (Stage C may have drawn a Stage B budget too)."""
     repeats = json.loads((directory / "results" / "repeats" / TRACE / "dtr.json").read_text())
     budget = repeats["regions"][0][key]
-    for path in sorted((directory / "results" / "records").glob("*.json")):
-        record = json.loads(path.read_text())
-        if (record["budget"], record["stage"], record["policy"]["name"]) in (
-            (budget, stage, "dtr") for stage in ("A", "B", "C")
-        ):
-            return path
+    for row in pq.read_table(directory / "results" / "records.parquet").to_pylist():
+        if (row["budget"], row["policy"]) == (budget, "dtr") and plan.is_sample(row["stage"]):
+            return directory / "results" / "records" / f"{row['run_id']}.json"
     raise AssertionError(f"no sampled record at {budget}")
 
 
@@ -188,3 +187,21 @@ def test_a_truncated_table_fails(completed: Path, tmp_path: Path, capsys) -> Non
     status, report, _ = audit(copy, capsys, tmp_path)
     assert status == 1
     assert any("holes" in f for f in failures(report, "claims"))
+
+
+def test_an_edited_comparison_with_the_study_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    table = copy / "results" / "tables" / "paper.parquet"
+    rows = pq.read_table(table)
+    verdicts = rows.column("verdict").to_pylist()
+    assert "agree" in verdicts  # the scenario's development points are the study's
+    edited = ["differs" if v == "agree" else v for v in verdicts]
+    pq.write_table(rows.set_column(rows.column_names.index("verdict"), "verdict", [edited]), table)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert any("tables/paper.parquet" in f and "verdict" in f for f in failures(report, "claims"))
+    markdown = copy / "results" / "tables" / "paper.md"
+    markdown.write_text(markdown.read_text().replace("agree", "disagree", 1))
+    shutil.copy(completed / "results" / "tables" / "paper.parquet", table)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1 and any("tables/paper.md" in f for f in failures(report, "claims"))

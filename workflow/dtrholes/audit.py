@@ -17,11 +17,21 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtrholes import claims, evidence, explain, fetch, holes, maps, records, runner, stages
+from dtrholes import (
+    claims,
+    evidence,
+    explain,
+    fetch,
+    holes,
+    maps,
+    plan,
+    records,
+    runner,
+)
 from simulator import Result, Trace, UserError, parse_trace
 
 SEED = 20261129
-STAGE_OF = {"stage_a": "A", "stage_b": "B", "stage_c": "C", "edges": "edge", "repeats": "repeat"}
+STAGE_OF = {"edges": "edge", "repeats": "repeat"}  # and stage_<x>: the stage X's records
 TITLES = {
     "records": "every record file is a valid, unique record; every listed record exists",
     "provenance": "trace bytes and checksums, protocol versions and code versions are on file",
@@ -178,7 +188,8 @@ def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure
             failures.append(Failure("records", f"record {run_id}", f"listed by {rel}, missing"))
             continue
         found = (record["stage"], record["trace"]["name"], record["policy"]["name"])
-        if found != (STAGE_OF[kind], trace, policy):
+        stage = STAGE_OF.get(kind) or kind.removeprefix("stage_").upper()
+        if found != (stage, trace, policy):
             message = f"listed by {rel} but a {'/'.join(found)} run"
             failures.append(Failure("records", f"record {run_id}", message))
     return failures
@@ -322,9 +333,9 @@ def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
         for region in json.loads(row["region_brackets"]):
             for budget in (region[k] for k in ("ok_below", "first_fail", "last_fail", "ok_above")):
                 found += _first(
-                    mine, lambda r, b=budget: r["budget"] == b and r["stage"] in stages.SAMPLED
+                    mine, lambda r, b=budget: r["budget"] == b and plan.is_sample(r["stage"])
                 )
-        cap = next((r["overhead_cap"] for r in mine if r["stage"] in stages.SAMPLED), None)
+        cap = next((r["overhead_cap"] for r in mine if plan.is_sample(r["stage"])), None)
         for e in json.loads(row["exact_edges"]):
             found += _bounding(mine, e, cap)
     return list(dict.fromkeys(found))

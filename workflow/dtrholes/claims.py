@@ -10,7 +10,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtrholes import compare, crosscheck, evidence, holes, plan, protocol, records, stages
+from dtrholes import (
+    compare,
+    crosscheck,
+    evidence,
+    holes,
+    paper,
+    plan,
+    protocol,
+    records,
+    stages,
+)
 from simulator import Result, UserError
 
 Problem = tuple[str, str]  # where (a record, job output or table row) and what differs
@@ -21,7 +31,7 @@ def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
     problems = list(inv.unreadable.items())
     count = 0
     rows = records.table(inv.current()).to_pylist()
-    for part in (_records_table, _job_replays, _holes, _comparison, _crosscheck):
+    for part in (_records_table, _job_replays, _holes, _comparison, _crosscheck, _paper):
         checked, found = _guarded(part, inv, rows)
         count += checked
         problems += found
@@ -45,6 +55,7 @@ PARTS = {
     "_holes": "tables/holes",
     "_comparison": "tables/comparison",
     "_crosscheck": "tables/crosscheck",
+    "_paper": "tables/paper",
 }
 
 
@@ -158,6 +169,16 @@ def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Pr
     derived = compare.compare(rows, compare.roles(inv.rendered), inv.rendered["version"])
     text = compare.markdown(derived, inv.rendered["version"])
     return _table(inv, "comparison", derived, text, _series_key)
+
+
+def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    found = paper.reproduce(rows, paper.load())
+    derived = paper.table(found).to_pylist()
+    return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
+
+
+def _paper_key(row: dict) -> tuple:
+    return row["kind"], row["run_id"], row["row"], row["column"]
 
 
 def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import io
 import json
 import os
@@ -24,6 +25,7 @@ from dtrholes import (
     holes,
     maps,
     maptables,
+    paper,
     plan,
     protocol,
     records,
@@ -246,7 +248,7 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_rank)
 
     p = sub.add_parser("sweep", help="run one job of a sampling stage, one record per point")
-    p.add_argument("--stage", type=str.upper, choices=["A", "B", "C"], required=True)
+    p.add_argument("--stage", type=str.upper, required=True, help="A, B, C or a point stage")
     p.add_argument(
         "--points", type=plan.parse_points, required=True, help="RATIO:REPEAT, comma-separated"
     )
@@ -256,7 +258,8 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("refine", help="plan Stage B: the intervals its triggers select")
     p.add_argument("--trace", required=True)
     p.add_argument("--spec", type=json.loads, required=True, help="the job's protocol values")
-    p.add_argument("--jobs", type=Path, nargs="+", required=True, help="Stage A and C outputs")
+    p.add_argument("--jobs", type=Path, nargs="*", default=[], help="Stage A and C outputs")
+    p.add_argument("--study", type=Path, help="the study's evidence table (its Stage B runs)")
     p.add_argument("--results", type=Path, required=True, help="results directory")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(run=_refine)
@@ -297,6 +300,13 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     _add_table(p, "comparison")
     p.set_defaults(run=_compare)
 
+    p = sub.add_parser("paper", help="every published point and cell of the study beside ours")
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--out", type=Path, required=True, help="comparison table (Parquet)")
+    p.add_argument("--markdown", type=Path, required=True, help="comparison (Markdown)")
+    p.add_argument("--published", type=Path, required=True, help="the study's published data")
+    p.set_defaults(run=_paper)
+
     p = sub.add_parser("crosscheck", help="replay region points with unmodified simrd")
     _add_table(p, "cross-check")
     p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
@@ -316,10 +326,20 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_figures)
 
     p = sub.add_parser("protocol", help="the effective sweep protocol and its history")
-    p.add_argument("action", choices=["show", "render"])
+    p.add_argument("action", choices=["show", "render", "points"])
     p.add_argument("--protocol", type=Path, default=Path("protocol"), help="protocol directory")
     p.add_argument("--out", type=Path, help="render: the JSON file to write")
     p.add_argument("--version", help="render: the version id the protocol must have")
+    p.add_argument("--stage", type=str.upper, help="points: only this stage")
+    p.add_argument("--trace", help="points: only this trace")
+    p.add_argument("--policy", help="points: only this policy")
+    p.add_argument("--broad", action="store_true", help="points: the broader sweep's")
+    p.add_argument(
+        "--baselines",
+        type=Path,
+        default=Path("results/baselines"),
+        help="points: the pipeline's baselines (peaks); a trace without one is replayed",
+    )
     p.set_defaults(run=_protocol)
 
 
@@ -371,7 +391,8 @@ def _map_plan(args: argparse.Namespace) -> None:
         by_policy.setdefault(record["policy"]["name"], []).append(record)
     peak = stages.read_output(args.baseline)["peak_memory"]
     found = stages.map_plan(plan.parameters(args.spec), peak, by_policy, args.whole)
-    _write_json(args.out, {"trace": args.trace, **found})
+    jobs = [str(p) for p in args.jobs]  # what the plan was made from: a later series is newer
+    _write_json(args.out, {"trace": args.trace, "jobs": jobs, **found})
     for policy, p in found["policies"].items():
         what = "whole range" if p["whole"] else f"{len(p['ranges'])} neighbourhoods"
         print(f"{args.trace} {policy}: {what}, about {p['estimate']:,} runs for the whole range")
@@ -534,6 +555,9 @@ def _baseline(args: argparse.Namespace) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
+    known = [*plan.SAMPLING, *protocol.load(args.protocol).parameters.get("points", {})]
+    if args.stage not in known:
+        raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = _job(args, args.stage)
     _write_json(args.out, {"run_ids": stages.sweep(job, args.stage, args.points)})
 
@@ -541,7 +565,8 @@ def _sweep(args: argparse.Namespace) -> None:
 def _refine(args: argparse.Namespace) -> None:
     listed = stages.listed_records(args.jobs, args.results / "records")
     params = plan.parameters(args.spec)
-    intervals = plan.refine_intervals(params, stages.refinement_samples(listed))
+    study = plan.study_refined(args.study, args.trace) if args.study else []
+    intervals = plan.refine_intervals(params, stages.refinement_samples(listed), study)
     _write_json(args.out, {"trace": args.trace, "intervals": intervals})
     print(f"{args.trace}: {len(intervals)} intervals to refine")
 
@@ -612,6 +637,13 @@ def _compare(args: argparse.Namespace) -> None:
     print(f"{len(table)} comparisons")
 
 
+def _paper(args: argparse.Namespace) -> None:
+    found = paper.reproduce(holes.read_rows(args.records), paper.load(args.published))
+    write_table(paper.table(found), args.out)
+    args.markdown.write_text(paper.render_markdown(found), encoding="utf-8")
+    print(found.verdict if found.ok else f"ERROR: {found.verdict}")
+
+
 def _crosscheck(args: argparse.Namespace) -> None:
     rendered = stages.read_output(args.protocol)
     baselines = [stages.read_output(p) for p in args.baselines]
@@ -648,11 +680,48 @@ def _protocol(args: argparse.Namespace) -> None:
     if args.action == "show":
         print(protocol.describe(current))
         return
+    if args.action == "points":
+        _points(args, current.parameters)
+        return
     if args.out is None:
         raise UserError("protocol render", "--out FILE", "no --out")
     if args.version not in (None, current.version):
         raise UserError(str(args.protocol), f"protocol version {args.version}", current.version)
     _write_json(args.out, protocol.render(current))
+
+
+def _points(args: argparse.Namespace, params: dict) -> None:
+    """The planned points of the stages that do not depend on outcomes, as CSV."""
+    wanted = {"stage": args.stage, "trace": args.trace, "policy": args.policy}
+    known = {
+        "stage": ["A", "C", *params.get("points", {})],
+        "trace": [t for role in params["traces"].values() for t in role],
+        "policy": list(params["policies"]),
+    }
+    for key, value in wanted.items():
+        if value is not None and value not in known[key]:
+            raise UserError(f"--{key}", f"one of {known[key]}", value)
+    planned = [
+        (stage, trace, policy, point)
+        for stage, trace, policy, point in plan.planned_points(params, args.broad)
+        if all(v in (None, x) for v, x in zip(wanted.values(), (stage, trace, policy), strict=True))
+    ]
+    peaks: dict[str, int] = {}
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(["stage", "trace", "policy", "ratio", "budget", "repeat"])
+    for stage, trace, policy, point in planned:
+        if trace not in peaks:
+            peaks[trace] = _peak(trace, args.baselines)
+        budget = budget_for(None, point.ratio, peak=peaks[trace])
+        writer.writerow([stage, trace, policy, repr(point.ratio), budget, point.repeat])
+
+
+def _peak(trace: str, baselines: Path) -> int:
+    """A trace's peak memory: the pipeline's baseline if there is one, else a replay."""
+    path = baselines / f"{trace}.json"
+    if path.is_file():
+        return stages.read_output(path)["peak_memory"]
+    return peak_memory(fetch.load_trace(trace, fetch.default_data_dir()))
 
 
 def _write_json(path: Path, value: object, indent: int | None = 1) -> None:

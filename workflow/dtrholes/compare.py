@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from dtrholes import holes
+from dtrholes import holes, plan
 from dtrholes.holes import Sample
 
 REFERENCE = "dtr"
-SAMPLED = ("A", "B", "C")
 H2_LIMIT = 1.05  # the geometric mean overhead ratio policy / DTR that H2 allows
 
 
@@ -86,7 +85,7 @@ def compare(rows: list[dict], roles: dict[str, str], version: str) -> list[dict]
     with the protocol versions they ran under (`version`: the current one)."""
     series: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
     for row in rows:
-        if row["stage"] in SAMPLED:
+        if row["stage"] in plan.SAMPLING:
             series[row["trace"], row["policy"]].setdefault(row["budget"], row)
     table = []
     for (trace, policy), found in sorted(series.items()):

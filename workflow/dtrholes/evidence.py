@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from dtrholes import records, stages
 from simulator import UserError
 
-JOB_GLOBS = ("stage_[abc]/*/*/job*.json", "edges/*/*.json", "repeats/*/*.json")
+JOB_GLOBS = ("stage_*/*/*/job*.json", "edges/*/*.json", "repeats/*/*.json")
 
 COLUMNS = (
     "run_id",

@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-SAMPLED = ("A", "B", "C")
+from dtrholes import plan  # noqa: E402
+
 OUTCOMES = {  # label, colour, marker
     "ok": ("completed", "#1b9e77", "o"),
     "oom": ("OOM", "#d95f02", "X"),
@@ -33,7 +34,7 @@ FORMATS = {
 def sampled(records: pd.DataFrame, trace: str) -> pd.DataFrame:
     """The trace's sampled runs, one per policy and budget, with an outcome that names
     timeouts as such."""
-    rows = records[(records.trace == trace) & records.stage.isin(SAMPLED)].copy()
+    rows = records[(records.trace == trace) & records.stage.map(plan.is_sample)].copy()
     rows["outcome"] = rows.outcome.where(rows.status == "complete", "timeout")
     rows = rows.sort_values(["policy", "budget", "repeat"]).drop_duplicates(["policy", "budget"])
     return rows.reset_index(drop=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dtrholes import plan
 from simulator import UserError
 from simulator.store import write_table
 
@@ -160,7 +161,7 @@ def read_rows(records_table: Path) -> list[dict]:
 
 
 def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> dict:
-    sampled = [r for r in rows if r["stage"] in ("A", "B", "C")]
+    sampled = [r for r in rows if plan.is_sample(r["stage"])]
     summary = summarise([Sample(r["budget"], r["ratio"], _outcome(r)) for r in sampled])
     edges = evidence.edges.get(key, [])
     repeats = evidence.repeats.get(key, [])

@@ -2,26 +2,43 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import random
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from dtrholes.protocol import Protocol
 
 # The protocol parameters each kind of job reads, besides its policy's own parameters. A job's
 # parameters hold exactly these values, so an amendment reruns the jobs that read what it changed.
 READS = {
-    "A": ["stage_a", "limits"],
-    "C": ["stage_a/ratios", "stage_c", "limits"],
+    "A": ["traces", "stage_a", "limits"],
+    "C": ["traces", "stage_a/ratios", "stage_c", "limits"],
     "B": ["stage_b/step", "limits"],
     "edge": ["edges", "limits"],
     "repeat": ["confirmation/repeats", "confirmation/points", "limits"],
     "explain": ["explain", "limits"],
     "map": ["maps/max_runs", "limits"],
     "map-plan": ["stage_a/ratios", "maps/margin", "maps/whole_range_cap"],
+    "refine": [
+        "frozen",
+        "stage_a/ratios",
+        "stage_b/triggers",
+        "stage_b/overhead_change",
+        "stage_b/study",
+    ],
 }
-REFINE_READS = ["stage_a/ratios", "stage_b/triggers", "stage_b/overhead_change"]
+SAMPLING = ("A", "B", "C")  # the study's sampled stages; the protocol's point stages add more
+DERIVED = ("edge", "repeat", "explain", "map", "adhoc")  # runs that read or probe the samples
+
+
+def is_sample(stage: str) -> bool:
+    """Whether a record's stage makes it a sample of its trace × policy's series (the sampled
+    stages and the protocol's point stages), not a run derived from the series."""
+    return stage not in DERIVED
 
 
 @dataclass(frozen=True)
@@ -45,7 +62,8 @@ class Sample:
 
 def job_spec(protocol: Protocol, kind: str, policy: str | None = None) -> dict:
     """The protocol values (and the amendments behind them) a job of `kind` depends on."""
-    paths = READS.get(kind, REFINE_READS) + ([f"policies/{policy}"] if policy else [])
+    reads = READS.get(kind, [f"points/{kind}", "limits"])  # a point stage: its points
+    paths = reads + ([f"policies/{policy}"] if policy else [])
     return protocol.slice(paths)
 
 
@@ -67,27 +85,60 @@ def grid(start: float, stop: float, step: float) -> list[float]:
     return [round(start + i * step, 10) for i in range(count)]
 
 
-def stage_a_points(params: dict, trace: str) -> list[Point]:
-    """Stage A: every grid ratio once, and a seeded share of them `count` times in all."""
+def ratios_of(spec: dict | list) -> list[float]:
+    """A point set's ratios: a grid {start, stop, step} or a list."""
+    return grid(**spec) if isinstance(spec, dict) else [float(r) for r in spec]
+
+
+def sampled_traces(params: dict, broad: bool = False) -> list[str]:
+    """The traces of Stages A, B and C in the study's order (its index seeds Stage C): the
+    confirmatory ones, and with the broader sweep the development ones after them."""
+    roles = params["traces"]
+    return roles["confirmatory"] + (roles["development"] if broad else [])
+
+
+def stage_policies(params: dict, stage: str, broad: bool = False) -> list[str]:
+    """The policies a sampled stage runs: Stage A every policy; Stages B and C the frozen
+    ones (the study's), or every policy with the broader sweep."""
+    if stage == "A" or broad:
+        return list(params["policies"])
+    return [p for p in params["policies"] if p in params["frozen"]]
+
+
+def stage_a_points(params: dict, trace: str, broad: bool = False) -> list[Point]:
+    """Stage A: every grid ratio once, and a seeded share of them `count` times in all. One
+    generator draws the repeated ratios of every trace in the study's order, as the study did."""
     ratios = grid(**params["stage_a"]["ratios"])
     repeats = params["stage_a"]["repeats"]
-    chosen = random.Random(f"{repeats['seed']}-{trace}").sample(
-        ratios, math.ceil(repeats["share"] * len(ratios))
-    )
-    return [Point(r, i) for r in ratios for i in range(repeats["count"] if r in chosen else 1)]
+    rng = random.Random(repeats["seed"])
+    for name in sampled_traces(params, broad):
+        chosen = rng.sample(ratios, round(repeats["share"] * len(ratios)))
+        if name == trace:
+            counts = [repeats["count"] if r in chosen else 1 for r in ratios]
+            return [Point(r, i) for r, n in zip(ratios, counts, strict=True) for i in range(n)]
+    return []
 
 
-def stage_c_points(params: dict, trace_index: int) -> list[Point]:
-    """Stage C: seeded ratios on a fine grid strictly inside each Stage A interval."""
-    spec = params["stage_c"]
-    ratios = grid(**params["stage_a"]["ratios"])
-    rng = random.Random(spec["seed"] + trace_index)
-    points = []
-    for low, high in zip(ratios, ratios[1:], strict=False):
-        inside = grid(low, high, spec["step"])[1:-1]
+def stage_c_points(params: dict, trace: str, broad: bool = False) -> list[Point]:
+    """Stage C, the study's draw: per trace a generator seeded with `seed` plus the trace's
+    index in the study's order; in each Stage A interval (low = start + i * step, unrounded)
+    `dense` samples below `dense_below`, else `sparse`, each low + fine step * randint(1, n - 1)
+    rounded to the fine grid, n fine steps per interval. Equal draws are run once."""
+    traces = sampled_traces(params, broad)
+    if "stage_c" not in params or trace not in traces:
+        return []
+    spec, a = params["stage_c"], params["stage_a"]["ratios"]
+    rng = random.Random(spec["seed"] + traces.index(trace))
+    fine = round(a["step"] / spec["step"])
+    digits = -math.floor(math.log10(spec["step"]) + 1e-9)
+    ratios = []
+    for i in range(len(grid(**a)) - 1):
+        low = a["start"] + a["step"] * i
         count = spec["dense"] if low < spec["dense_below"] else spec["sparse"]
-        points += [Point(r, 0) for r in sorted(rng.sample(inside, count))]
-    return points
+        ratios += [
+            round(low + spec["step"] * rng.randint(1, fine - 1), digits) for _ in range(count)
+        ]
+    return [Point(r, 0) for r in sorted(set(ratios))]
 
 
 def stage_b_points(params: dict, intervals: list[list[float]]) -> list[Point]:
@@ -96,8 +147,53 @@ def stage_b_points(params: dict, intervals: list[list[float]]) -> list[Point]:
     return [Point(r, 0) for low, high in intervals for r in grid(low, high, step)[1:-1]]
 
 
-def refine_intervals(params: dict, samples: list[Sample]) -> list[dict]:
-    """The Stage A intervals Stage B refines, each with the triggers that selected it."""
+def set_points(params: dict, stage: str, trace: str, policy: str) -> list[Point]:
+    """The points a protocol point stage (development, confirmation) asks of a trace × policy."""
+    points = [
+        Point(r, i)
+        for spec in params.get("points", {}).get(stage, [])
+        if spec["trace"] == trace and (spec["policies"] == "all" or policy in spec["policies"])
+        for r in ratios_of(spec["ratios"])
+        for i in spec["repeats"]
+    ]
+    return list(dict.fromkeys(points))  # a point two sets share runs once
+
+
+def planned_points(params: dict, broad: bool = False) -> list[tuple[str, str, str, Point]]:
+    """Every (stage, trace, policy, point) of the stages that do not depend on outcomes: Stage
+    A, Stage C and the point stages, in the protocol's trace and policy order."""
+    traces = [t for role in ("confirmatory", "development") for t in params["traces"][role]]
+    planned = []
+    for stage in ("A", "C", *params.get("points", {})):
+        for trace in traces:
+            for policy in params["policies"]:
+                planned += [
+                    (stage, trace, policy, p)
+                    for p in stage_points(params, stage, trace, policy, broad)
+                ]
+    return planned
+
+
+def stage_points(
+    params: dict, stage: str, trace: str, policy: str, broad: bool = False
+) -> list[Point]:
+    """The points a stage that does not depend on outcomes (all but B) asks of a trace × policy."""
+    if stage in SAMPLING and policy not in stage_policies(params, stage, broad):
+        return []
+    if stage == "A":
+        return stage_a_points(params, trace, broad)
+    if stage == "C":
+        return stage_c_points(params, trace, broad)
+    return set_points(params, stage, trace, policy)
+
+
+def refine_intervals(
+    params: dict, samples: list[Sample], study: Iterable[float] = ()
+) -> list[dict]:
+    """The Stage A intervals Stage B refines, each with the triggers that selected it on
+    `samples` and whether the study refined it (`study`: ratios of the study's Stage B runs).
+    The study's trigger read its timeouts, which runs here resolve, so its intervals are
+    refined whatever the trigger finds here."""
     stage_b = params["stage_b"]
     ratios = grid(**params["stage_a"]["ratios"])
     ends: dict[str, dict[float, Sample]] = defaultdict(dict)
@@ -107,6 +203,7 @@ def refine_intervals(params: dict, samples: list[Sample]) -> list[dict]:
             ends[s.policy][s.ratio] = s
         else:
             inside[s.policy, _interval_of(ratios, s.ratio)].append(s)
+    refined = {_interval_of(ratios, r) for r in study}
     selected = []
     for i, (low, high) in enumerate(zip(ratios, ratios[1:], strict=False)):
         reasons = set()
@@ -114,9 +211,19 @@ def refine_intervals(params: dict, samples: list[Sample]) -> list[dict]:
             if low in at and high in at:
                 a, b = at[low], at[high]
                 reasons |= _triggers(stage_b, a, b, inside[policy, i])
-        if reasons:
-            selected.append({"low": low, "high": high, "triggers": sorted(reasons)})
+        if reasons or i in refined:
+            selected.append(
+                {"low": low, "high": high, "triggers": sorted(reasons), "study": i in refined}
+            )
     return selected
+
+
+def study_refined(evidence: Path, trace: str) -> list[float]:
+    """The ratios of the study's Stage B runs on a trace, from its evidence table."""
+    with open(evidence, newline="", encoding="utf-8") as f:
+        return [
+            float(r["ratio"]) for r in csv.DictReader(f) if (r["stage"], r["trace"]) == ("B", trace)
+        ]
 
 
 def _triggers(stage_b: dict, a: Sample, b: Sample, interior: list[Sample]) -> set[str]:

@@ -172,6 +172,24 @@ def _check_parameters(parameters: dict, path: Path) -> None:
             raise ProtocolError(f"{path}: policies/{name}", exc.expected, exc.found) from None
     if "stage_c" in parameters["stage_b"]["triggers"] and "stage_c" not in parameters:
         raise ProtocolError(f"{path}: stage_b/triggers", "stage_c defined", "no stage_c")
+    _check_names(parameters, path)
+
+
+def _check_names(parameters: dict, path: Path) -> None:
+    """The frozen policies and every point set name policies and traces the protocol has."""
+    policies = parameters["policies"]
+    traces = [t for role in parameters["traces"].values() for t in role]
+    for name in parameters["frozen"]:
+        if name not in policies:
+            raise ProtocolError(f"{path}: frozen", f"one of the policies {list(policies)}", name)
+    for stage, sets in parameters.get("points", {}).items():
+        for i, spec in enumerate(sets):
+            where = f"{path}: points/{stage}/{i}"
+            if spec["trace"] not in traces:
+                raise ProtocolError(where, f"one of the traces {traces}", spec["trace"])
+            unknown = [p for p in spec["policies"] if p not in policies]
+            if spec["policies"] != "all" and unknown:
+                raise ProtocolError(where, f"policies among {list(policies)}", unknown[0])
 
 
 def _read(path: Path, kind: str) -> dict:

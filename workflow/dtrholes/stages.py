@@ -25,8 +25,6 @@ from dtrholes import (
 from dtrholes.records import Request
 from simulator import Result, Trace, UserError, budget_for, get_policy
 
-SAMPLED = ("A", "B", "C")  # the stages whose runs are the sampled series
-
 
 @dataclass(frozen=True)
 class Job:
@@ -131,8 +129,9 @@ def refinement_samples(listed: list[dict]) -> list[plan.Sample]:
 
 
 def series(listed: list[dict]) -> list[holes.Sample]:
-    """The sampled series (stages A, B, C) of one trace × policy, one sample per run."""
-    return [holes.sample_of(r) for r in listed if r["stage"] in SAMPLED]
+    """The sampled series of one trace × policy (every sampling and point stage), one sample
+    per run."""
+    return [holes.sample_of(r) for r in listed if plan.is_sample(r["stage"])]
 
 
 def first_results(listed: list[dict]) -> dict[int, Result]:
@@ -285,7 +284,7 @@ def _cited(listed: list[dict]) -> dict[int, tuple[str, Result]]:
     """Each sampled budget's first complete record: its run id and Result."""
     found: dict[int, tuple[str, Result]] = {}
     for r in listed:
-        if r["stage"] in SAMPLED and r["status"] == "complete":
+        if plan.is_sample(r["stage"]) and r["status"] == "complete":
             found.setdefault(r["budget"], (r["run_id"], Result.from_dict(r["result"])))
     return found
 
@@ -301,7 +300,7 @@ def crosscheck_points(
     ours = {
         (r["trace"], r["policy"], r["budget"]): r
         for r in rows
-        if r["stage"] in SAMPLED and r["status"] == "complete"
+        if plan.is_sample(r["stage"]) and r["status"] == "complete"
     }
     points = []
     for (trace, policy), regions in sorted(repeats.items()):

@@ -3,9 +3,11 @@ import json
 import os
 import sys
 
+from snakemake.exceptions import IncompleteCheckpointException
+from snakemake.io import checkpoint_target
 from snakemake.utils import validate
 
-from dtrholes import centrality, crosscheck, fetch, maps, plan, protocol, stages
+from dtrholes import centrality, crosscheck, fetch, maps, paper, plan, protocol, stages
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 DTR_HOLES = f'"{sys.executable}" -m dtrholes'
@@ -14,12 +16,19 @@ validate(config, "../schemas/config.schema.yaml")
 
 PROTOCOL = protocol.load(config["protocol"])
 PARAMS = PROTOCOL.parameters
+BROAD = config[
+    "broad"
+]  # every trace and policy through Stages A, B and C, not the study's
 TRACES = config["traces"] or [t for role in PARAMS["traces"].values() for t in role]
 POLICIES = config["policies"] or list(PARAMS["policies"])
+# The protocol's stages that run points: sampled (A, C, then B) and fixed (development and
+# confirmation), each by the name its records carry; their directories are lower case.
+STAGES = {s.lower(): s for s in ("A", "C", "B", *PARAMS.get("points", {}))}
 ENTRIES = fetch.read_sheet(config["trace_sheet"])
 SHEET = [entry.name for entry in ENTRIES]
 SHA256 = {entry.name: entry.sha256 for entry in ENTRIES}
 SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
+PUBLISHED = paper.PUBLISHED  # the study's published results, as data
 
 
 wildcard_constraints:
@@ -28,7 +37,7 @@ wildcard_constraints:
     job=r"\d+",
     first=r"\d+",
     last=r"\d+",
-    stage="a|b|c",
+    stage="|".join(STAGES),
     digest="[0-9a-f]{16}",
     seed=r"\d+",
 
@@ -47,7 +56,7 @@ def spec(kind, policy=None):
 
 
 def sweep_spec(wildcards):
-    return spec(wildcards.stage.upper(), wildcards.policy)
+    return spec(STAGES[wildcards.stage], wildcards.policy)
 
 
 def edge_spec(wildcards):
@@ -62,49 +71,56 @@ def explain_spec(wildcards):
     return spec("explain", wildcards.policy)
 
 
-def stage_points(stage, trace):
-    """The points a sampling stage asks for on a trace (Stage B: after the trace's plan)."""
-    if stage == "A":
-        return plan.stage_a_points(PARAMS, trace)
-    if stage == "C":
-        return (
-            plan.stage_c_points(PARAMS, SHEET.index(trace))
-            if "stage_c" in PARAMS
-            else []
-        )
+def stage_points(stage, trace, policy):
+    """The points a stage asks of a trace × policy (Stage B: after the trace's plan)."""
+    if stage != "B":
+        return plan.stage_points(PARAMS, stage, trace, policy, BROAD)
+    frozen = plan.stage_policies(PARAMS, stage, BROAD)
+    if trace not in plan.sampled_traces(PARAMS, BROAD) or policy not in frozen:
+        return []
     refine = checkpoints.plan_refinement.get(trace=trace).output[0]
     intervals = stages.read_output(refine)["intervals"]
     return plan.stage_b_points(PARAMS, [[i["low"], i["high"]] for i in intervals])
 
 
 def stage_outputs(stage, trace, policy):
-    """The job outputs of one sampling stage on one trace × policy."""
-    points = stage_points(stage, trace)
+    """The job outputs of one stage on one trace × policy."""
+    points = stage_points(stage, trace, policy)
     jobs = plan.job_count(points, config["points_per_job"]) if points else 0
     folder = f"results/stage_{stage.lower()}/{trace}/{policy}"
     return [f"{folder}/job{job}.json" for job in range(jobs)]
 
 
-def unrefined_outputs(wildcards):
-    """Stage A and C outputs of every policy on a trace: what Stage B's plan reads."""
+def sampled_outputs(traces, policies, stages):
     return [
         path
-        for policy in POLICIES
-        for stage in ("A", "C")
-        for path in stage_outputs(stage, wildcards.trace, policy)
+        for trace in traces
+        for policy in policies
+        for stage in stages
+        for path in stage_outputs(stage, trace, policy)
     ]
+
+
+def unrefined_outputs(wildcards):
+    """The Stage A and C outputs that Stage B's trigger reads on a trace: its policies'."""
+    trigger = [p for p in POLICIES if p in plan.stage_policies(PARAMS, "B", BROAD)]
+    return sampled_outputs([wildcards.trace], trigger, ("A", "C"))
 
 
 def series_jobs(wildcards):
-    """The Stage A, B and C outputs of one trace × policy's sampled series. Asks for the trace's
+    """The outputs of one trace × policy's sampled series (every stage). Asks for the trace's
     refinement plan, so only this trace's jobs wait for it. (Rules that read them take no other
     input: while the plan is pending, Snakemake stands the plan in for all of their inputs.)
     """
-    return [
-        path
-        for stage in ("A", "B", "C")
-        for path in stage_outputs(stage, wildcards.trace, wildcards.policy)
-    ]
+    return sampled_outputs([wildcards.trace], [wildcards.policy], STAGES.values())
+
+
+def has_series(trace, policy):
+    """Whether a trace × policy has samples (Stage B refines only where Stage A ran)."""
+    return any(stage_points(s, trace, policy) for s in STAGES.values() if s != "B")
+
+
+SERIES = [(t, p) for t in TRACES for p in POLICIES if has_series(t, p)]
 
 
 def ranking_input(wildcards):
@@ -123,20 +139,14 @@ def ranking_input(wildcards):
 
 def sweep_points(wildcards):
     """The job's points: a parameter, so that a job reruns exactly when its points change."""
-    points = stage_points(wildcards.stage.upper(), wildcards.trace)
+    points = stage_points(STAGES[wildcards.stage], wildcards.trace, wildcards.policy)
     chunk = plan.job_points(points, config["points_per_job"], int(wildcards.job))
     return plan.format_points(chunk)
 
 
 def all_sampled_outputs(wildcards):
     """Every sampling job's output, for the records table."""
-    return [
-        path
-        for trace in TRACES
-        for policy in POLICIES
-        for stage in ("A", "B", "C")
-        for path in stage_outputs(stage, trace, policy)
-    ]
+    return sampled_outputs(TRACES, POLICIES, STAGES.values())
 
 
 def refine_input(wildcards):
@@ -147,6 +157,16 @@ def refine_input(wildcards):
     return ancient(f"results/stage_b/{wildcards.trace}/plan.json")
 
 
+def study_input():
+    """The study's evidence table, whose Stage B intervals the plan refines too (if any)."""
+    study = PARAMS["stage_b"].get("study")
+    return [os.path.join(config["protocol"], study)] if study else []
+
+
+def study_option():
+    return " ".join(f"--study {path}" for path in study_input())
+
+
 # Per trace × policy stages and the protocol section that switches each on.
 SERIES_STAGES = {"edges": "edges", "repeats": "confirmation", "explain": "explain"}
 
@@ -155,17 +175,12 @@ def series_outputs(kind, suffix=".json"):
     """The outputs of one per trace × policy stage, if the protocol has that stage."""
     if SERIES_STAGES[kind] not in PARAMS:
         return []
-    return [f"results/{kind}/{t}/{p}{suffix}" for t in TRACES for p in POLICIES]
+    return [f"results/{kind}/{t}/{p}{suffix}" for t, p in SERIES]
 
 
 def trace_series_jobs(wildcards):
-    """The Stage A, B and C outputs of every policy on a trace: what the map plan reads."""
-    return [
-        path
-        for policy in POLICIES
-        for stage in ("A", "B", "C")
-        for path in stage_outputs(stage, wildcards.trace, policy)
-    ]
+    """The sampled series of every policy on a trace: what the map plan reads."""
+    return sampled_outputs([wildcards.trace], POLICIES, STAGES.values())
 
 
 def map_spec(wildcards):
@@ -177,10 +192,17 @@ def whole_option(wildcards):
 
 
 def map_ranges(trace, policy):
-    """The byte ranges of a trace × policy's map, from the trace's map plan."""
+    """The byte ranges of a trace × policy's map, from the trace's map plan. A plan made from
+    other series than the current ones (a policy added since) is waited for like a missing
+    one: its checkpoint reruns, since its inputs changed."""
     found = checkpoints.plan_maps.get(trace=trace).output[0]
-    ranges = stages.read_output(found)["policies"][policy]["ranges"]
-    return [maps.Span(*r) for r in ranges]
+    planned = stages.read_output(found)
+    current = sampled_outputs([trace], POLICIES, STAGES.values())
+    if planned.get("jobs") != current or policy not in planned["policies"]:
+        raise IncompleteCheckpointException(
+            rules.plan_maps.rule, checkpoint_target(found)
+        )
+    return [maps.Span(*r) for r in planned["policies"][policy]["ranges"]]
 
 
 def map_chunks(wildcards):
@@ -201,15 +223,25 @@ def map_chunk_index(wildcards):
     return next((i for i, c in chunks if c == wanted), 0)
 
 
-def map_outputs():
-    """Every trace × policy's merged map, if the protocol has the map stage."""
-    if "maps" not in PARAMS:
+def mapped():
+    """The traces whose maps run: none unless the config asks for maps (they take days), then
+    those with a Stage A range, if the protocol has the map stage."""
+    if not config["maps"] or "maps" not in PARAMS:
         return []
-    return [f"results/maps/{t}/{p}.parquet" for t in TRACES for p in POLICIES]
+    return [t for t in TRACES if t in plan.sampled_traces(PARAMS, BROAD)]
+
+
+def map_outputs():
+    """Every mapped trace × policy's merged map."""
+    return [f"results/maps/{t}/{p}.parquet" for t in mapped() for p in POLICIES]
 
 
 def trace_maps(wildcards):
     return [f"results/maps/{wildcards.trace}/{p}.parquet" for p in POLICIES]
+
+
+def published_files():
+    return sorted(str(p) for p in PUBLISHED.glob("*.csv"))
 
 
 def protocol_render():
@@ -217,7 +249,8 @@ def protocol_render():
 
 
 FIGURES = ("cliffs", "zoom", "overhead")
-TABLES = ("holes", "comparison", "crosscheck")
+FIGURED = list(dict.fromkeys(t for t, _ in SERIES))  # the traces with a sampled series
+TABLES = ("holes", "comparison", "crosscheck", "paper")
 
 
 def all_outputs():
@@ -226,21 +259,22 @@ def all_outputs():
         "results/tables/holes.md",
         "results/tables/comparison.md",
         "results/tables/crosscheck.md",
+        "results/tables/paper.md",
         "results/audit/audit.md",
         protocol_render(),
-        *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in TRACES),
+        *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in FIGURED),
         *series_outputs("explain", suffix=""),
         *map_targets(),
     ]
 
 
 def map_targets():
-    """The map stage's table and figures, if the protocol has the stage."""
-    if "maps" not in PARAMS:
+    """The map stage's table and figures, if maps run."""
+    if not mapped():
         return []
     return [
         "results/tables/maps.md",
-        *(f"results/figures/maps-{t}.pdf" for t in TRACES),
+        *(f"results/figures/maps-{t}.pdf" for t in mapped()),
     ]
 
 

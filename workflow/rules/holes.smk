@@ -35,3 +35,22 @@ rule compare_policies:
     shell:
         "{DTR_HOLES} compare --records {input.records} --protocol {input.protocol}"
         " --out {output.table} --markdown {output.markdown} > {log} 2>&1"
+
+
+rule compare_paper:
+    input:
+        records="results/records.parquet",
+        published=str(PUBLISHED),
+        tables=published_files(),
+    output:
+        table="results/tables/paper.parquet",
+        markdown=report(
+            "results/tables/paper.md",
+            caption="../report/paper.rst",
+            category="Holes",
+        ),
+    log:
+        "results/logs/compare_paper.log",
+    shell:
+        "{DTR_HOLES} paper --records {input.records} --published {input.published}"
+        " --out {output.table} --markdown {output.markdown} > {log} 2>&1"

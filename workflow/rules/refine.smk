@@ -1,6 +1,7 @@
 checkpoint plan_refinement:
     input:
-        unrefined_outputs,
+        jobs=unrefined_outputs,
+        study=study_input(),
     output:
         "results/stage_b/{trace}/plan.json",
     log:
@@ -8,6 +9,7 @@ checkpoint plan_refinement:
     priority: trace_priority
     params:
         spec=spec("refine"),
+        study=study_option(),
     shell:
-        "{DTR_HOLES} refine --trace {wildcards.trace} --spec {params.spec:q} --jobs {input}"
-        " --results results --out {output} > {log} 2>&1"
+        "{DTR_HOLES} refine --trace {wildcards.trace} --spec {params.spec:q} --jobs {input.jobs}"
+        " {params.study} --results results --out {output} > {log} 2>&1"
