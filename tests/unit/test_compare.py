@@ -83,3 +83,11 @@ def test_rows_name_their_protocol_versions_and_mark_older_ones() -> None:
     assert row["amendments"] == "amend-dtr,amend-p"
     assert "| t † | confirmatory | p |" in markdown([row], "v2")
     assert not verdicts(rows("dtr", "xo"), rows("p", "xo"))["older_protocol"]
+
+
+def test_a_baseline_is_compared_with_dtr_on_the_stages_it_ran() -> None:
+    # DTR's Stage B sample at 35 fails; the baseline ran Stage A only, so DTR is read there too.
+    dtr = rows("dtr", "xoooo")
+    refined = {**dtr[2], "stage": "B", "budget": 35, "outcome": "oom", "overhead": None}
+    row = verdicts([*dtr, refined], rows("p", "xoooo"))
+    assert (row["h1"], row["h1_dtr_failing_above"], row["h3_dtr_stable_from"]) == ("holds", 0, 20)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -82,17 +83,19 @@ def roles(rendered: dict) -> dict[str, str]:
 
 def compare(rows: list[dict], roles: dict[str, str], version: str) -> list[dict]:
     """One comparison row per trace × policy other than DTR, from the sampled records, labelled
-    with the protocol versions they ran under (`version`: the current one)."""
-    series: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
+    with the protocol versions they ran under (`version`: the current one). DTR is read on the
+    stages the policy ran (a baseline's Stage A grid, as the study compared them)."""
+    series: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         if row["stage"] in plan.SAMPLING:
-            series[row["trace"], row["policy"]].setdefault(row["budget"], row)
+            series[row["trace"], row["policy"]].append(row)
     table = []
     for (trace, policy), found in sorted(series.items()):
-        dtr = series.get((trace, REFERENCE))
-        if policy == REFERENCE or dtr is None:
+        if policy == REFERENCE or (trace, REFERENCE) not in series:
             continue
-        mine, theirs = list(found.values()), list(dtr.values())
+        stages = {r["stage"] for r in found}
+        mine = _by_budget(found)
+        theirs = _by_budget(r for r in series[trace, REFERENCE] if r["stage"] in stages)
         first, third = h1(mine, theirs), h3(mine, theirs)
         table.append(
             {
@@ -110,6 +113,14 @@ def compare(rows: list[dict], roles: dict[str, str], version: str) -> list[dict]
             }
         )
     return table
+
+
+def _by_budget(rows: Iterable[dict]) -> list[dict]:
+    """One row per budget, the first."""
+    found: dict[int, dict] = {}
+    for row in rows:
+        found.setdefault(row["budget"], row)
+    return list(found.values())
 
 
 SCHEMA = pa.schema(
