@@ -247,6 +247,32 @@ def test_simrd_points_are_compared_once_a_source_is_given(published: paper.Publi
     assert "simrd points not compared" not in result.verdict and result.ok
 
 
+def test_the_cross_checks_simrd_answers_are_the_studys_simrd_points(
+    published: paper.Published,
+) -> None:
+    # The cross-check replays DTR's run at each budget where the study ran simrd; its table's
+    # rows give simrd's answers, which stand beside the study's simrd runs.
+    points = [p for p in published.valid if p.policy == paper.SIMRD]
+    checked = [
+        {
+            "trace": p.trace,
+            "policy": "dtr",
+            "budget": p.budget,
+            "simrd_outcome": "oom" if p.status == "timeout" else p.status,
+            "simrd_overhead": float(p.overhead) if p.overhead else None,
+        }
+        for p in points
+    ]
+    assert paper.simrd_points(published) == list(dict.fromkeys((p.trace, p.budget) for p in points))
+    assert paper.simrd_runs(published, []) is None  # no source: not compared
+    result = paper.compare(ours_from(published), published, paper.simrd_runs(published, checked))
+    verdicts = {p.verdict for p in result.points if p.policy == paper.SIMRD}
+    assert verdicts == {"agree", "resolved"} and result.ok
+    wrong = [{**c, "simrd_outcome": "ok", "simrd_overhead": 1.5} for c in checked]
+    result = paper.compare(ours_from(published), published, paper.simrd_runs(published, wrong))
+    assert not result.ok and any(p.verdict == "differs" for p in result.points)
+
+
 # --- output ----------------------------------------------------------------------------------
 
 

@@ -105,3 +105,27 @@ def test_job_requests_carry_protocol_labels_outside_the_run_id(job: stages.Job) 
     assert request.protocol_version == "v1" and request.wall_clock_s == 600
     relabelled = dataclasses.replace(job, version="v2").request("A", 500, None)
     assert relabelled.run_id == request.run_id
+
+
+def test_crosscheck_points_add_the_studys_simrd_budgets_where_dtr_ran_them() -> None:
+    def row(budget: int, stage: str = "A") -> dict:
+        return {
+            "trace": "t",
+            "trace_sha256": "s",
+            "policy": "dtr",
+            "budget": budget,
+            "ratio": budget / 100,
+            "overhead_cap": 60.0,
+            "protocol_version": "v",
+            "stage": stage,
+            "status": "complete",
+            **{k: "ok" if k == "outcome" else 1 for k in ("outcome", "clock", "evictions")},
+            "eviction_seq_sha256": "e",
+        }
+
+    rows = [row(10), row(20), row(30, "DEV"), row(40, "edge")]
+    repeats = {("t", "dtr"): [{"points": [{"budget": 10}, {"budget": 20}]}]}
+    study = [("t", 20), ("t", 30), ("t", 40), ("u", 10)]  # 40: an edge probe, not a sample
+    points = stages.crosscheck_points(rows, repeats, ["dtr"], {"t": 100}, study)
+    assert [p["budget"] for p in points] == [10, 20, 30]
+    assert points[2]["model_compute"] == 100 and points[2]["ours"]["outcome"] == "ok"

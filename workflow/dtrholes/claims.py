@@ -172,7 +172,8 @@ def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Pr
 
 
 def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    found = paper.reproduce(rows, paper.load())
+    checked = holes.read_rows(inv.results / "tables" / "crosscheck.parquet")
+    found = paper.reproduce(rows, paper.load(), checked)
     derived = paper.table(found).to_pylist()
     return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
 
@@ -190,11 +191,13 @@ def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Pr
     repeats = stages.by_series(
         [results / rel for rel in inv.outputs if rel.startswith("repeats/")], "regions"
     )
-    traces = {trace for trace, _ in repeats}
+    traces = {row["trace"] for row in rows}
     computes = {
         t: stages.read_output(results / "baselines" / f"{t}.json")["model_compute"] for t in traces
     }
-    points = stages.crosscheck_points(rows, repeats, crosscheck.policies(inv.rendered), computes)
+    points = stages.crosscheck_points(
+        rows, repeats, crosscheck.policies(inv.rendered), computes, paper.simrd_points(paper.load())
+    )
     derived = crosscheck.table_rows([_checked(p, stated) for p in points])
     text = crosscheck.markdown(derived, None)
     return _table(inv, "crosscheck", derived, text, _point_key, skip_lines=1)
@@ -206,7 +209,7 @@ def _checked(point: dict, stated: list[dict]) -> dict:
     row = next((r for r in stated if _point_key(r) == _point_key(point)), None)
     if row is None or row["simrd_outcome"] is None:
         return {**point, "status": "not run", "simrd": None}
-    simrd = {k: row[f"simrd_{k}"] for k in ("outcome", "clock", "evictions", "wall_s")}
+    simrd = {k: row[f"simrd_{k}"] for k in ("outcome", "clock", "evictions", "overhead", "wall_s")}
     if simrd["outcome"] == "timeout":
         return {**point, "status": "timeout", "simrd": simrd}
     same = all(simrd[k] == point["ours"][k] for k in ("outcome", "clock", "evictions"))

@@ -305,6 +305,7 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="comparison table (Parquet)")
     p.add_argument("--markdown", type=Path, required=True, help="comparison (Markdown)")
     p.add_argument("--published", type=Path, required=True, help="the study's published data")
+    p.add_argument("--crosscheck", type=Path, required=True, help="the cross-check table")
     p.set_defaults(run=_paper)
 
     p = sub.add_parser("crosscheck", help="replay region points with unmodified simrd")
@@ -638,7 +639,8 @@ def _compare(args: argparse.Namespace) -> None:
 
 
 def _paper(args: argparse.Namespace) -> None:
-    found = paper.reproduce(holes.read_rows(args.records), paper.load(args.published))
+    checked = holes.read_rows(args.crosscheck)
+    found = paper.reproduce(holes.read_rows(args.records), paper.load(args.published), checked)
     write_table(paper.table(found), args.out)
     args.markdown.write_text(paper.render_markdown(found), encoding="utf-8")
     print(found.verdict if found.ok else f"ERROR: {found.verdict}")
@@ -652,6 +654,7 @@ def _crosscheck(args: argparse.Namespace) -> None:
         stages.by_series(args.repeats, "regions"),
         crosscheck.policies(rendered),
         {b["trace"]: b["model_compute"] for b in baselines},
+        paper.simrd_points(paper.load()),
     )
     work = args.results / "crosscheck"
     source = crosscheck.locate_simrd(args.simrd, work) if args.simrd else None

@@ -269,6 +269,7 @@ def check_point(point: dict, source: Path | None, log: Path | None, cache_dir: P
             source, log, point["budget"], point["policy"], point["cap"], point["model_compute"]
         )
         _write_atomically(cached, json.dumps(simrd, sort_keys=True).encode())
+    simrd = {**simrd, "overhead": overhead(simrd)}
     if simrd["outcome"] == "timeout":
         status = "timeout"
     else:
@@ -290,6 +291,7 @@ SCHEMA = pa.schema(
         ("simrd_clock", pa.int64()),
         ("evictions", pa.int64()),
         ("simrd_evictions", pa.int64()),
+        ("simrd_overhead", pa.float64()),  # of a completed run: (model + remat) / model compute
         ("simrd_wall_s", pa.float64()),
         ("protocol_version", pa.string()),  # of our record of the point
     ]
@@ -312,10 +314,18 @@ def table_rows(checked: list[dict]) -> list[dict]:
                 "protocol_version": c["protocol_version"],
                 **{k: c["ours"][k] for k in ("outcome", "clock", "evictions")},
                 **{f"simrd_{k}": simrd.get(k) for k in ("outcome", "clock", "evictions")},
+                "simrd_overhead": simrd.get("overhead"),
                 "simrd_wall_s": simrd.get("wall_s"),
             }
         )
     return rows
+
+
+def overhead(simrd: dict) -> float | None:
+    """A completed simrd run's overhead, computed as the simulator computes its own."""
+    if simrd.get("outcome") != "ok":
+        return None
+    return (simrd["model_compute"] + simrd["remat_compute"]) / simrd["model_compute"]
 
 
 def markdown(rows: list[dict], source: str | None) -> str:

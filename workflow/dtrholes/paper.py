@@ -330,6 +330,11 @@ def restrict(published: Published, series: Iterable[tuple[str, str, str]]) -> Pu
     )
 
 
+def simrd_points(published: Published) -> list[tuple[str, int]]:
+    """Where the study ran unmodified simrd: each trace and budget once, in its order."""
+    return list(dict.fromkeys((p.trace, p.budget) for p in published.valid if p.policy == SIMRD))
+
+
 def study_samples(published: Published) -> list[Sample]:
     """The study's valid runs as samples, in its file order (which its rules depend on)."""
     return [p.sample for p in published.valid]
@@ -964,12 +969,38 @@ def compare(
     return Paper(points, cells, evidence.extra, excluded, line, ok)
 
 
-def reproduce(rows: Sequence[Mapping], published: Published) -> Paper:
+def reproduce(
+    rows: Sequence[Mapping], published: Published, checked: Iterable[Mapping] = ()
+) -> Paper:
     """Records-table rows beside the study's results, within what they ran: the study's runs
     of the series they hold (a partial run, or another protocol's, is compared with those
-    only; a point missing from a series that ran is reported)."""
+    only; a point missing from a series that ran is reported). `checked`: the cross-check
+    table's rows, whose simrd answers are compared with the study's simrd runs."""
     series = {(r["stage"], r["trace"], r["policy"]) for r in rows}
-    return compare(rows, restrict(published, series))
+    scope = restrict(published, series)
+    return compare(rows, scope, simrd_runs(scope, checked))
+
+
+def simrd_runs(published: Published, checked: Iterable[Mapping]) -> dict[Key, Mapping] | None:
+    """Unmodified simrd's answers at the study's simrd points, from cross-check rows (simrd
+    replaying DTR's run at the same budget); None when it answered at none of them (no
+    source configured), so that they stay not compared."""
+    answered = {
+        (r["trace"], r["budget"]): r
+        for r in checked
+        if r["policy"] == REFERENCE and r["simrd_outcome"] is not None
+    }
+    found = {}
+    for point in published.valid:
+        row = answered.get((point.trace, point.budget))
+        if point.policy == SIMRD and row is not None:
+            found[point.sample.key] = {
+                "run_id": f"simrd at {point.budget}",
+                "status": "timeout" if row["simrd_outcome"] == "timeout" else "complete",
+                "outcome": row["simrd_outcome"],
+                "overhead": row["simrd_overhead"],
+            }
+    return found or None
 
 
 def _ours_at(

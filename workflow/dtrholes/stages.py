@@ -290,9 +290,15 @@ def _cited(listed: list[dict]) -> dict[int, tuple[str, Result]]:
 
 
 def crosscheck_points(
-    rows: list[dict], repeats: dict, policies: list[str], model_compute: dict[str, int]
+    rows: list[dict],
+    repeats: dict,
+    policies: list[str],
+    model_compute: dict[str, int],
+    study: Iterable[tuple[str, int]] = (),
 ) -> list[dict]:
-    """The confirmation points of the regions of `policies`, with our Result's compared fields.
+    """The confirmation points of the regions of `policies`, then the budgets where the study
+    ran unmodified simrd (`study`: trace, budget; replayed under DTR where DTR ran them here),
+    each with our Result's compared fields.
 
     `rows`: records-table rows; `repeats`: (trace, policy) -> the repeat job's regions;
     `model_compute`: each trace's total model compute (the overhead cap's unit).
@@ -302,27 +308,28 @@ def crosscheck_points(
         for r in rows
         if plan.is_sample(r["stage"]) and r["status"] == "complete"
     }
-    points = []
-    for (trace, policy), regions in sorted(repeats.items()):
-        if policy not in policies:
-            continue
-        budgets = sorted({p["budget"] for region in regions for p in region["points"]})
-        for budget in budgets:
-            row = ours[trace, policy, budget]
-            points.append(
-                {
-                    "trace": trace,
-                    "trace_sha256": row["trace_sha256"],
-                    "policy": policy,
-                    "budget": budget,
-                    "ratio": row["ratio"],
-                    "cap": row["overhead_cap"],
-                    "model_compute": model_compute[trace],
-                    "protocol_version": row["protocol_version"],
-                    "ours": {k: row[k] for k in crosscheck.COMPARED},
-                }
-            )
-    return points
+    wanted = [
+        (trace, policy, budget)
+        for (trace, policy), regions in sorted(repeats.items())
+        if policy in policies
+        for budget in sorted({p["budget"] for region in regions for p in region["points"]})
+    ]
+    wanted += [(trace, "dtr", budget) for trace, budget in study if (trace, "dtr", budget) in ours]
+    return [_crosscheck_point(ours[key], model_compute) for key in dict.fromkeys(wanted)]
+
+
+def _crosscheck_point(row: dict, model_compute: dict[str, int]) -> dict:
+    return {
+        "trace": row["trace"],
+        "trace_sha256": row["trace_sha256"],
+        "policy": row["policy"],
+        "budget": row["budget"],
+        "ratio": row["ratio"],
+        "cap": row["overhead_cap"],
+        "model_compute": model_compute[row["trace"]],
+        "protocol_version": row["protocol_version"],
+        "ours": {k: row[k] for k in crosscheck.COMPARED},
+    }
 
 
 def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.Map:

@@ -40,6 +40,7 @@ rule compare_policies:
 rule compare_paper:
     input:
         records="results/records.parquet",
+        crosscheck="results/tables/crosscheck.parquet",
         published=str(PUBLISHED),
         tables=published_files(),
     output:
@@ -52,5 +53,6 @@ rule compare_paper:
     log:
         "results/logs/compare_paper.log",
     shell:
-        "{DTR_HOLES} paper --records {input.records} --published {input.published}"
+        "{DTR_HOLES} paper --records {input.records} --crosscheck {input.crosscheck}"
+        " --published {input.published}"
         " --out {output.table} --markdown {output.markdown} > {log} 2>&1"
