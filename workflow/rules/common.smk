@@ -16,16 +16,14 @@ validate(config, "../schemas/config.schema.yaml")
 
 PROTOCOL = protocol.load(config["protocol"])
 PARAMS = PROTOCOL.parameters
-BROAD = config[
-    "broad"
-]  # every trace and policy through Stages A, B and C, not the study's
+# dtr-holes' broader sweep: every trace and policy through Stages A, B and C, not the study's.
+BROAD = config["broad"]
 TRACES = config["traces"] or [t for role in PARAMS["traces"].values() for t in role]
 POLICIES = config["policies"] or list(PARAMS["policies"])
 # The protocol's stages that run points: sampled (A, C, then B) and fixed (development and
 # confirmation), each by the name its records carry; their directories are lower case.
 STAGES = {s.lower(): s for s in ("A", "C", "B", *PARAMS.get("points", {}))}
 ENTRIES = fetch.read_sheet(config["trace_sheet"])
-SHEET = [entry.name for entry in ENTRIES]
 SHA256 = {entry.name: entry.sha256 for entry in ENTRIES}
 SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
 PUBLISHED = paper.PUBLISHED  # the study's published results, as data
@@ -180,7 +178,11 @@ def series_outputs(kind, suffix=".json"):
 
 def trace_series_jobs(wildcards):
     """The sampled series of every policy on a trace: what the map plan reads."""
-    return sampled_outputs([wildcards.trace], POLICIES, STAGES.values())
+    return trace_series(wildcards.trace)
+
+
+def trace_series(trace):
+    return sampled_outputs([trace], POLICIES, STAGES.values())
 
 
 def map_spec(wildcards):
@@ -197,8 +199,7 @@ def map_ranges(trace, policy):
     one: its checkpoint reruns, since its inputs changed."""
     found = checkpoints.plan_maps.get(trace=trace).output[0]
     planned = stages.read_output(found)
-    current = sampled_outputs([trace], POLICIES, STAGES.values())
-    if planned.get("jobs") != current or policy not in planned["policies"]:
+    if planned.get("jobs") != trace_series(trace) or policy not in planned["policies"]:
         raise IncompleteCheckpointException(
             rules.plan_maps.rule, checkpoint_target(found)
         )
