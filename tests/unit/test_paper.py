@@ -263,7 +263,8 @@ def test_the_cross_checks_simrd_answers_are_the_studys_simrd_points(
         }
         for p in points
     ]
-    assert paper.simrd_points(published) == list(dict.fromkeys((p.trace, p.budget) for p in points))
+    keys = dict.fromkeys((p.trace, "dtr", p.budget) for p in points)
+    assert paper.simrd_points(published) == list(keys)
     assert paper.simrd_runs(published, []) is None  # no source: not compared
     result = paper.compare(ours_from(published), published, paper.simrd_runs(published, checked))
     verdicts = {p.verdict for p in result.points if p.policy == paper.SIMRD}

@@ -125,7 +125,7 @@ def test_crosscheck_points_add_the_studys_simrd_budgets_where_dtr_ran_them() -> 
 
     rows = [row(10), row(20), row(30, "DEV"), row(40, "edge")]
     repeats = {("t", "dtr"): [{"points": [{"budget": 10}, {"budget": 20}]}]}
-    study = [("t", 20), ("t", 30), ("t", 40), ("u", 10)]  # 40: an edge probe, not a sample
+    study = [("t", "dtr", b) for b in (20, 30, 40)] + [("u", "dtr", 10)]  # 40: an edge probe
     points = stages.crosscheck_points(rows, repeats, ["dtr"], {"t": 100}, study)
     assert [p["budget"] for p in points] == [10, 20, 30]
     assert points[2]["model_compute"] == 100 and points[2]["ours"]["outcome"] == "ok"

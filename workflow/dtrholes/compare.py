@@ -64,16 +64,22 @@ def h2(rows: list[dict], dtr: list[dict]) -> dict:
     complete is at most 1.05; with the number of budgets and the worst ratio."""
     mine = {r["budget"]: r["overhead"] for r in rows if r["outcome"] == "ok"}
     theirs = {r["budget"]: r["overhead"] for r in dtr if r["outcome"] == "ok"}
-    ratios = [mine[b] / theirs[b] for b in sorted(mine.keys() & theirs.keys())]
-    if not ratios:
+    means = geomean([mine[b] / theirs[b] for b in sorted(mine.keys() & theirs.keys())])
+    if means is None:
         return {"h2": "n/a", "h2_geomean": None, "h2_budgets": 0, "h2_worst": None}
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     return {
-        "h2": "holds" if geomean <= H2_LIMIT else "fails",
-        "h2_geomean": geomean,
-        "h2_budgets": len(ratios),
-        "h2_worst": max(ratios),
+        "h2": "holds" if means[0] <= H2_LIMIT else "fails",
+        "h2_geomean": means[0],
+        "h2_budgets": means[1],
+        "h2_worst": means[2],
     }
+
+
+def geomean(ratios: list[float]) -> tuple[float, int, float] | None:
+    """The geometric mean of overhead ratios, their number and the worst (None if none)."""
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)), len(ratios), max(ratios)
 
 
 def roles(rendered: dict) -> dict[str, str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from dtrholes.compare import H2_LIMIT, REFERENCE, geomean
 from simulator import UserError
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "protocol" / "published"
@@ -30,9 +31,7 @@ STAGES = {
 }
 COMPARED = ("A", "B", "C", "D", "E", "F", "DEV")  # stages that hold the study's points
 CONFIRMATORY = ("densenet121", "inceptionv4", "transformer", "unet", "treelstm", "unroll_gan")
-REFERENCE = "dtr"
 SIMRD = "simrd"  # unmodified simrd: no records of ours, compared only when a source is given
-H2_LIMIT = 1.05
 GROUPS = {  # final table: the stages each group reads, in the order a later one overrides
     "frozen": (("A", "C", "B"), ("dtr", "nbhd-penalty", "two-phase")),
     "baselines": (("A",), ("dtr", "he-star", "cost-stale", "tcontrol-inspired")),
@@ -330,9 +329,12 @@ def restrict(published: Published, series: Iterable[tuple[str, str, str]]) -> Pu
     )
 
 
-def simrd_points(published: Published) -> list[tuple[str, int]]:
-    """Where the study ran unmodified simrd: each trace and budget once, in its order."""
-    return list(dict.fromkeys((p.trace, p.budget) for p in published.valid if p.policy == SIMRD))
+def simrd_points(published: Published) -> list[tuple[str, str, int]]:
+    """Where the study ran unmodified simrd, as the runs of DTR it replays: trace, policy and
+    budget, each once, in its order."""
+    return list(
+        dict.fromkeys((p.trace, REFERENCE, p.budget) for p in published.valid if p.policy == SIMRD)
+    )
 
 
 def study_samples(published: Published) -> list[Sample]:
@@ -425,10 +427,7 @@ def geo(samples: Sequence[Sample], dtr: Sequence[Sample]) -> tuple[float, int, f
     number and the worst ratio."""
     theirs = {s.ratio: s.overhead for s in dtr if s.outcome == "ok"}
     both = [s for s in samples if s.outcome == "ok" and s.ratio in theirs]
-    ratios = [s.overhead / theirs[s.ratio] for s in both]
-    if not ratios:
-        return None
-    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)), len(ratios), max(ratios)
+    return geomean([s.overhead / theirs[s.ratio] for s in both])
 
 
 def _verdict(holds: bool) -> str:

@@ -294,10 +294,10 @@ def crosscheck_points(
     repeats: dict,
     policies: list[str],
     model_compute: dict[str, int],
-    study: Iterable[tuple[str, int]] = (),
+    study: Iterable[tuple[str, str, int]] = (),
 ) -> list[dict]:
     """The confirmation points of the regions of `policies`, then the budgets where the study
-    ran unmodified simrd (`study`: trace, budget; replayed under DTR where DTR ran them here),
+    ran unmodified simrd (`study`: trace, policy, budget, where that run is a sample here),
     each with our Result's compared fields.
 
     `rows`: records-table rows; `repeats`: (trace, policy) -> the repeat job's regions;
@@ -314,7 +314,7 @@ def crosscheck_points(
         if policy in policies
         for budget in sorted({p["budget"] for region in regions for p in region["points"]})
     ]
-    wanted += [(trace, "dtr", budget) for trace, budget in study if (trace, "dtr", budget) in ours]
+    wanted += [key for key in study if key in ours]
     return [_crosscheck_point(ours[key], model_compute) for key in dict.fromkeys(wanted)]
 
 
