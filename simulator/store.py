@@ -82,13 +82,17 @@ def save_trace(trace: Trace, path: str | Path) -> None:
 
 
 def write_table(table: pa.Table, path: str | Path) -> None:
-    """Write a Parquet table atomically: a temporary file beside `path`, then a rename."""
+    """Write a Parquet table atomically: a temporary file beside `path`, then a rename. The
+    temporary file is created 0600; the table gets the mode the umask gives a new file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

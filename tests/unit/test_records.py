@@ -215,6 +215,39 @@ def test_an_interrupted_session_leaves_at_once_and_only_its_caller_reports_it(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_killed_callers_worker_stops_with_it(tmp_path, fresh) -> None:
+    """kill -9 of the caller alone (a job whose Snakemake was killed is killed this way by
+    the kernel): its worker, busy loading, does not go on computing for nobody."""
+    caller = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_CALLER, str(tmp_path), "fresh" if fresh else "reused"],
+        cwd=Path(__file__).resolve().parents[2],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert caller.stdout.readline() == "loading\n"
+    os.kill(caller.pid, signal.SIGKILL)
+    caller.wait()
+    deadline = time.monotonic() + 10
+    while session_processes(caller.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not session_processes(caller.pid)
+
+
+def session_processes(session: int) -> list[int]:
+    """The live (not zombie) processes of a session."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if fields[0] != "Z" and int(fields[3]) == session:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def test_fresh_sessions_run_each_request_in_a_new_process(tmp_path) -> None:
     with Session(load_tiny, tmp_path, fresh=True) as session:
         first, executed = session.run(request(150))

@@ -18,6 +18,7 @@ import pytest
 
 from dtrholes import maps, records
 from tests.conftest import archive_source
+from tests.unit.test_records import session_processes
 from tests.workflow.scenario import PLANNED, REPO, copy_of, planned, snakemake
 
 
@@ -147,6 +148,8 @@ def test_lint_has_only_justified_warnings() -> None:
 def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(
     scenario: Path, request: pytest.FixtureRequest
 ) -> None:
+    """Snakemake alone is killed (kill -9 of its pid): its running job and the job's worker
+    stop by themselves, and the README's recovery (`--unlock`, then the same command) works."""
     env = {**os.environ, "DTR_HOLES_ARCHIVE": archive_source()}
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     command += ["--directory", str(scenario), "--cores", "1"]
@@ -159,16 +162,22 @@ def test_killed_run_resumes_without_lost_duplicated_or_corrupt_records(
     )
     written = scenario / "results" / "records"
     deadline = time.monotonic() + 300
-    while not (written.is_dir() and any(written.glob("*.json"))) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (
+        written.is_dir() and any(written.glob("*.json")) and session_processes(run.pid) != [run.pid]
+    ):
         time.sleep(0.05)
-    os.killpg(run.pid, signal.SIGKILL)  # mid-sweep: the job and its worker die at once
+    os.kill(run.pid, signal.SIGKILL)  # mid-sweep; the job (same session) is left alone
     run.wait()
+    deadline = time.monotonic() + 10
+    while session_processes(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not session_processes(run.pid), "a job outlived its Snakemake"
     # Asked for only now: the run above need not wait while another worker completes it.
     completed = request.getfixturevalue("completed")
     expected = {p.name for p in (completed / "results" / "records").glob("*.json")}
     assert 0 < len(list(written.glob("*.json"))) < len(expected)
     snakemake(scenario, "--unlock")
-    snakemake(scenario, "--rerun-incomplete")
+    snakemake(scenario)
     found = records.read_records(written)  # every file parses and validates
     assert {f"{r['run_id']}.json" for r in found} == expected
     # A write the kill interrupted may leave its temporary file: never a record (the audit's

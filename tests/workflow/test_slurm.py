@@ -20,7 +20,7 @@ from tests.conftest import archive_source
 from tests.workflow.scenario import REPO, make_scenario
 
 CLUSTER = REPO / "tests" / "cluster"
-PROFILE = REPO / "config" / "profiles" / "slurm"
+PROFILE = REPO / "profiles" / "slurm"
 
 
 def missing_prerequisite() -> str | None:

@@ -22,9 +22,11 @@ from dtrholes import (
     evidence,
     explain,
     fetch,
+    files,
     holes,
     maps,
     plan,
+    processes,
     records,
     runner,
 )
@@ -413,6 +415,7 @@ _WORKER: list[Context] = []  # a rerun worker process's context: options, sheet,
 
 
 def _start_worker(options: Options, sheet: dict[str, fetch.TraceEntry]) -> None:
+    processes.exit_with_parent(mp.parent_process().pid)
     _WORKER.append(Context(options, None, sheet))
 
 
@@ -612,8 +615,6 @@ def markdown(report: Report) -> str:
 
 def write(report: Report, markdown_out: Path, json_out: Path, evidence_out: Path) -> None:
     """The report as Markdown and JSON, and the evidence table as CSV."""
-    for path in (markdown_out, json_out):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    markdown_out.write_text(markdown(report), encoding="utf-8")
-    json_out.write_text(json.dumps(to_json(report), indent=1) + "\n", encoding="utf-8")
+    files.write_text(markdown_out, markdown(report))
+    files.write_text(json_out, json.dumps(to_json(report), indent=1) + "\n")
     evidence.write_csv(report.evidence, evidence_out)

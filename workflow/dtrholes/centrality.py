@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dtrholes import files
 from simulator import centrality, get_policy
-from simulator.store import write_table
 from simulator.trace import Trace
 
 RESULTS_ENV = "DTR_HOLES_RESULTS"
@@ -42,7 +42,7 @@ def load_betweenness(trace: Trace, seed: int, results_dir: Path | None = None) -
             pass  # a damaged cache entry is recomputed, not reported
     values = centrality.betweenness(trace, seed)
     schema = pa.schema([pa.field("betweenness", pa.float64(), nullable=False)], metadata=key)
-    write_table(pa.table({"betweenness": values}, schema=schema), path)
+    files.write_table(pa.table({"betweenness": values}, schema=schema), path)
     return values
 
 

@@ -22,11 +22,13 @@ from dtrholes import (
     edges,
     explain,
     fetch,
+    files,
     holes,
     maps,
     maptables,
     paper,
     plan,
+    processes,
     protocol,
     records,
     stages,
@@ -42,7 +44,6 @@ from simulator import (
     peak_memory,
     simulate,
 )
-from simulator.store import write_table
 
 
 def _param(text: str) -> tuple[str, float]:
@@ -393,7 +394,7 @@ def _map_plan(args: argparse.Namespace) -> None:
     peak = stages.read_output(args.baseline)["peak_memory"]
     found = stages.map_plan(plan.parameters(args.spec), peak, by_policy, args.whole)
     jobs = [str(p) for p in args.jobs]  # what the plan was made from: a later series is newer
-    _write_json(args.out, {"trace": args.trace, "jobs": jobs, **found})
+    files.write_json(args.out, {"trace": args.trace, "jobs": jobs, **found})
     for policy, p in found["policies"].items():
         what = "whole range" if p["whole"] else f"{len(p['ranges'])} neighbourhoods"
         print(f"{args.trace} {policy}: {what}, about {p['estimate']:,} runs for the whole range")
@@ -552,7 +553,7 @@ def _baseline(args: argparse.Namespace) -> None:
         "peak_memory": peak_memory(trace),
         "model_compute": trace.model_compute,
     }
-    _write_json(args.out, baseline)
+    files.write_json(args.out, baseline)
 
 
 def _sweep(args: argparse.Namespace) -> None:
@@ -560,7 +561,7 @@ def _sweep(args: argparse.Namespace) -> None:
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = _job(args, args.stage)
-    _write_json(args.out, {"run_ids": stages.sweep(job, args.stage, args.points)})
+    files.write_json(args.out, {"run_ids": stages.sweep(job, args.stage, args.points)})
 
 
 def _refine(args: argparse.Namespace) -> None:
@@ -568,21 +569,21 @@ def _refine(args: argparse.Namespace) -> None:
     params = plan.parameters(args.spec)
     study = plan.study_refined(args.study, args.trace) if args.study else []
     intervals = plan.refine_intervals(params, stages.refinement_samples(listed), study)
-    _write_json(args.out, {"trace": args.trace, "intervals": intervals})
+    files.write_json(args.out, {"trace": args.trace, "intervals": intervals})
     print(f"{args.trace}: {len(intervals)} intervals to refine")
 
 
 def _edges(args: argparse.Namespace) -> None:
     job = _job(args, "edge")
     found, run_ids = stages.find_edges(job, stages.listed_records(args.jobs, job.records))
-    _write_json(args.out, {"edges": found, "run_ids": run_ids})
+    files.write_json(args.out, {"edges": found, "run_ids": run_ids})
     print(f"{args.trace} {args.policy}: {len(found)} edges, {len(run_ids)} runs")
 
 
 def _repeat(args: argparse.Namespace) -> None:
     job = _job(args, "repeat")
     regions, run_ids = stages.repeat_regions(job, stages.listed_records(args.jobs, job.records))
-    _write_json(args.out, {"regions": regions, "run_ids": run_ids})
+    files.write_json(args.out, {"regions": regions, "run_ids": run_ids})
     for region in regions:
         for point in region["points"]:
             if point["disagree"]:
@@ -606,9 +607,9 @@ def _write_explanations(found: list[dict], out: Path, suffixes: tuple[str, ...])
     from dtrholes import figures  # plotting libraries load only for commands that plot
 
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / "explain.json", found, indent=None)  # ~10 MB: the C encoder, 30x faster
+    files.write_json(out / "explain.json", found, indent=None)  # ~10 MB: the C encoder, 30x faster
     text = "".join(explain.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
-    (out / "explain.md").write_text(text, encoding="utf-8")
+    files.write_text(out / "explain.md", text)
     for i, x in enumerate(found):
         figures.explanation(x, out / f"pair-{i}", suffixes=suffixes)
 
@@ -633,16 +634,16 @@ def _compare(args: argparse.Namespace) -> None:
     table = compare.compare(
         holes.read_rows(args.records), compare.roles(rendered), rendered["version"]
     )
-    write_table(pa.Table.from_pylist(table, schema=compare.SCHEMA), args.out)
-    args.markdown.write_text(compare.markdown(table, rendered["version"]), encoding="utf-8")
+    files.write_table(pa.Table.from_pylist(table, schema=compare.SCHEMA), args.out)
+    files.write_text(args.markdown, compare.markdown(table, rendered["version"]))
     print(f"{len(table)} comparisons")
 
 
 def _paper(args: argparse.Namespace) -> None:
     checked = holes.read_rows(args.crosscheck)
     found = paper.reproduce(holes.read_rows(args.records), paper.load(args.published), checked)
-    write_table(paper.table(found), args.out)
-    args.markdown.write_text(paper.render_markdown(found), encoding="utf-8")
+    files.write_table(paper.table(found), args.out)
+    files.write_text(args.markdown, paper.render_markdown(found))
     print(found.verdict if found.ok else f"ERROR: {found.verdict}")
 
 
@@ -666,8 +667,8 @@ def _crosscheck(args: argparse.Namespace) -> None:
         checked.append(crosscheck.check_point(point, source, log, work / "runs"))
         print(f"[{i}/{len(points)}] {point['trace']} {point['budget']:,}: {checked[-1]['status']}")
     table = crosscheck.table_rows(checked)
-    write_table(pa.Table.from_pylist(table, schema=crosscheck.SCHEMA), args.out)
-    args.markdown.write_text(crosscheck.markdown(table, args.simrd), encoding="utf-8")
+    files.write_table(pa.Table.from_pylist(table, schema=crosscheck.SCHEMA), args.out)
+    files.write_text(args.markdown, crosscheck.markdown(table, args.simrd))
 
 
 def _figures(args: argparse.Namespace) -> None:
@@ -690,7 +691,7 @@ def _protocol(args: argparse.Namespace) -> None:
         raise UserError("protocol render", "--out FILE", "no --out")
     if args.version not in (None, current.version):
         raise UserError(str(args.protocol), f"protocol version {args.version}", current.version)
-    _write_json(args.out, protocol.render(current))
+    files.write_json(args.out, protocol.render(current))
 
 
 def _points(args: argparse.Namespace, params: dict) -> None:
@@ -727,13 +728,14 @@ def _peak(trace: str, baselines: Path) -> int:
     return peak_memory(fetch.load_trace(trace, fetch.default_data_dir()))
 
 
-def _write_json(path: Path, value: object, indent: int | None = 1) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=indent, sort_keys=True) + "\n", encoding="utf-8")
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtr-holes", description=__doc__)
+    p.add_argument(
+        "--exit-with-parent",
+        type=int,
+        metavar="PID",
+        help="stop when process PID, the one that started this one, exits (the workflow's jobs)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     _add_simulate(sub)
     _add_explain(sub)
@@ -746,6 +748,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.exit_with_parent is not None:
+        processes.exit_with_parent(args.exit_with_parent)
     if isinstance(sys.stdout, io.TextIOWrapper):  # progress reaches a log file line by line
         sys.stdout.reconfigure(line_buffering=True)
     try:

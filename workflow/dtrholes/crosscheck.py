@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from dtrholes import fetch
+from dtrholes import fetch, files
 from simulator.errors import UserError
 from simulator.policies import POLICIES, get_policy
 from simulator.trace import read_trace
@@ -103,6 +103,7 @@ def _extract_once(archive: Path, work_dir: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=work_dir, prefix=".simrd-", suffix=".part"))
     try:
         _extract(archive, tmp)
+        files.share(tmp, directory=True)
         os.rename(tmp, target)
     except OSError:
         if not target.is_dir():  # a concurrent extraction that won the rename is fine
@@ -238,16 +239,8 @@ def trace_log(
         data = z.read(entry.member)
     if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise fetch.FetchError(f"{path}:{entry.member}", f"sha256 {entry.sha256}", "other bytes")
-    _write_atomically(target, data)
+    files.write_bytes(target, data)
     return target
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(name, target)
 
 
 COMPARED = ("outcome", "clock", "evictions", "eviction_seq_sha256")
@@ -268,7 +261,7 @@ def check_point(point: dict, source: Path | None, log: Path | None, cache_dir: P
         simrd = run_simrd(
             source, log, point["budget"], point["policy"], point["cap"], point["model_compute"]
         )
-        _write_atomically(cached, json.dumps(simrd, sort_keys=True).encode())
+        files.write_bytes(cached, json.dumps(simrd, sort_keys=True).encode())
     simrd = {**simrd, "overhead": overhead(simrd)}
     if simrd["outcome"] == "timeout":
         status = "timeout"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes import records, stages
+from dtrholes import files, records, stages
 from simulator import UserError
 
 JOB_GLOBS = ("stage_*/*/*/job*.json", "edges/*/*.json", "repeats/*/*.json")
@@ -240,8 +240,7 @@ def _status(f: RecordFile, citing: list[str], version: str) -> tuple[str, str]:
 
 
 def write_csv(table: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with files.atomic(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(table)

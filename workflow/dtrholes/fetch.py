@@ -6,7 +6,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtrholes import files
 from simulator import store
 from simulator.errors import TraceError, UserError
 from simulator.trace import Trace, read_archive_member, read_trace
@@ -182,19 +182,12 @@ def fetch_archive(
         return target
     source = source or os.environ.get(ARCHIVE_ENV) or ARCHIVE_URL
     entries = read_sheet(sheet)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{ARCHIVE_NAME}.", suffix=".part")
-    os.close(fd)
-    tmp = Path(name)
-    try:
+    with files.atomic(target) as tmp:
         if _is_url(source):
             _download(source, tmp, retries)
         else:
             _copy(source, tmp)
         _verify(source, tmp, entries)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes import plan
+from dtrholes import files, plan
 from simulator import UserError
-from simulator.store import write_table
 
 FAILING = ("oom", "thrashed")
 
@@ -139,8 +138,8 @@ class Evidence:
 def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown_out: Path) -> int:
     """Summarise every trace × policy series of a records table; returns the row count."""
     table = table_rows(read_rows(records_table), evidence)
-    write_table(pa.Table.from_pylist(table, schema=SCHEMA), out)
-    markdown_out.write_text(markdown(table, evidence.protocol_version), encoding="utf-8")
+    files.write_table(pa.Table.from_pylist(table, schema=SCHEMA), out)
+    files.write_text(markdown_out, markdown(table, evidence.protocol_version))
     return len(table)
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dtrholes import files
 from simulator import Result, UserError
 from simulator.result import OK
-from simulator.store import write_table
 
 UNCOVERED = "uncovered"
 TIMEOUT = "timeout"
@@ -237,7 +237,7 @@ def to_table(m: Map) -> pa.Table:
 def write(m: Map, path: Path) -> None:
     """Write a map's table, after checking it leaves no gap and no overlap."""
     check(list(m.tiles), list(m.ranges), str(path))
-    write_table(to_table(m), path)
+    files.write_table(to_table(m), path)
 
 
 def read(path: Path) -> Map:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dtrholes import holes, maps
+from dtrholes import files, holes, maps
 from dtrholes.maps import Hole, Map
-from simulator.store import write_table
 
 LISTED = 200  # holes listed in the Markdown table; the Parquet table has all of them
 # The sampled stages, added one at a time: which holes each sampling would have seen.
@@ -153,9 +152,9 @@ def tabulate(found: list[Map], rows: list[dict]) -> tuple[list[dict], list[dict]
 
 
 def write(series: list[dict], found_holes: list[dict], out: Path, holes_out: Path, md: Path):
-    write_table(pa.Table.from_pylist(series, schema=SERIES_SCHEMA), out)
-    write_table(pa.Table.from_pylist(found_holes, schema=HOLE_SCHEMA), holes_out)
-    md.write_text(markdown(series, found_holes), encoding="utf-8")
+    files.write_table(pa.Table.from_pylist(series, schema=SERIES_SCHEMA), out)
+    files.write_table(pa.Table.from_pylist(found_holes, schema=HOLE_SCHEMA), holes_out)
+    files.write_text(md, markdown(series, found_holes))
 
 
 def verdicts(series: list[dict]) -> list[str]:

@@ -16,9 +16,8 @@ import fastjsonschema
 import jsonschema
 import pyarrow as pa
 
-from dtrholes import provenance
+from dtrholes import files, provenance
 from simulator import Result, UserError, get_policy
-from simulator.store import write_table
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.json"
 
@@ -143,6 +142,7 @@ def write_record(record: dict, directory: Path) -> Path:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        files.share(tmp)
         os.link(tmp, path)  # fails if the record exists: records are append-only
     except FileExistsError:
         raise RecordError(str(path), "a new record", "a record with this run id") from None
@@ -261,5 +261,5 @@ def table(listed: list[dict], jobs: list[str] | None = None) -> pa.Table:
 
 def gather(listed: list[dict], parquet: Path, jobs: list[str] | None = None) -> int:
     """Tabulate records into one Parquet file; returns the row count."""
-    write_table(table(listed, jobs), parquet)
+    files.write_table(table(listed, jobs), parquet)
     return len(listed)

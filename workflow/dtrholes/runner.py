@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from dtrholes import centrality, records
+from dtrholes import centrality, processes, records
 from dtrholes.records import Request, Usage
 from simulator import Replayer, Result, Trace, prepare, simulate
 
@@ -76,15 +76,17 @@ def _timed(run: Callable[[], tuple[Result, int]]) -> Outcome:
     return Outcome(result, usage)
 
 
-def _leave_quietly_on_interrupt() -> None:
+def _start_child() -> None:
     """A worker interrupted (Ctrl-C reaches the whole process group) exits without a
-    traceback: its caller is interrupted too and reports it once."""
+    traceback: its caller is interrupted too and reports it once. A worker whose caller died
+    (killed) stops too."""
     signal.signal(signal.SIGINT, lambda signum, _: os._exit(128 + signum))
+    processes.exit_with_parent(mp.parent_process().pid)
 
 
 def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None:
     """Runs every request it is sent; the caller kills it when one outlives the guard."""
-    _leave_quietly_on_interrupt()
+    _start_child()
     traces: dict[str, Trace] = {}
     inputs: dict[tuple, tuple] = {}
     resumer = _Resumer()
@@ -106,7 +108,7 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
     when it outlives the guard (the guard times the run; loading is not part of it). Each run
     thus starts in a new process that ran nothing before, without paying again for the
     interpreter, the imports, the trace and the kernel."""
-    _leave_quietly_on_interrupt()  # and so do the children it forks
+    _start_child()  # and so do the children it forks
     traces: dict[str, Trace] = {}
     fork = mp.get_context("fork")
     while (asked := connection.recv()) is not None:
@@ -136,6 +138,7 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
 
 
 def _answer(connection, request: Request, trace: Trace, inputs) -> None:
+    processes.exit_with_parent(mp.parent_process().pid)
     connection.send(_timed(lambda: (_simulate(request, trace, inputs), 0)))
 
 

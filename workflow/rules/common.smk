@@ -10,7 +10,9 @@ from snakemake.utils import validate
 from dtrholes import centrality, crosscheck, fetch, maps, paper, plan, protocol, stages
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
-DTR_HOLES = f'"{sys.executable}" -m dtrholes'
+# `exec`: the job is the child of this Snakemake process (no shell between them), and stops
+# when a killed Snakemake leaves it behind.
+DTR_HOLES = f'exec "{sys.executable}" -m dtrholes --exit-with-parent {os.getpid()}'
 
 validate(config, "../schemas/config.schema.yaml")
 
