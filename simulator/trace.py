@@ -77,6 +77,8 @@ class _Lines:
 
     def decode(self, line: int) -> dict:
         text = self.texts[line - 1]
+        if not text.strip():  # simrd's parser rejects it too (json.loads of an empty line)
+            raise self.error(line, "a JSON object", "a blank line")
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -361,6 +363,8 @@ def parse_trace(data: bytes, source: str, name: str | None = None) -> Trace:
                 line, "CONSTANT, CALL, MUTATE, COPY, COPY_FROM, RELEASE or ANNOTATE", instr
             )
         handler(lines, b, line, obj)
+    if all(kind == CONSTANT_OP for kind in b.op_kind):  # simrd would "complete" it at budget 0
+        raise lines.error(len(texts), "an operator (CALL or MUTATE) after ANNOTATE START", "none")
     _check_refcounts(lines, b)
     return _finish(b, name or Path(source).stem, hashlib.sha256(data).hexdigest())
 

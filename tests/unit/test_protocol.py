@@ -17,6 +17,7 @@ TODAY = max(
     dt.date.fromisoformat(p.name[:10]) for p in (REPO / "protocol/amendments").glob("*.yaml")
 )
 DAY, NEXT_DAY = TODAY.isoformat(), (TODAY + dt.timedelta(days=1)).isoformat()
+PREV_DAY = (TODAY - dt.timedelta(days=1)).isoformat()
 
 
 @pytest.fixture
@@ -88,7 +89,10 @@ changes: []
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        (f"{DAY}-broken.yaml", "date: [unclosed", "readable YAML"),
+        (f"{DAY}-broken.yaml", "date: [unclosed", "broken.yaml:1:16: expected a readable YAML"),
+        (f"{DAY}-saved-as.yml", ADD_LRU, "expected the extension .yaml, found .yml"),
+        (f"{DAY}-saved-as.YAML", ADD_LRU, "expected the extension .yaml, found .YAML"),
+        (f"{PREV_DAY}-misdated.yaml", ADD_LRU, f"date: expected {PREV_DAY}, as its file name"),
         (f"{DAY}-no-reason.yaml", ADD_LRU.replace("reason:", "why:"), "reason"),
         (f"{DAY}-kind.yaml", ADD_LRU.replace("kind: amendment", "kind: erratum"), "kind"),
         (f"{DAY}-unknown.yaml", ADD_LRU.replace("policies/lru", "stage_z/lru"), "stage_z"),

@@ -153,14 +153,22 @@ def test_hand_trace_dtypes(hand: Trace) -> None:
 
 
 def test_name_defaults_to_file_stem_and_can_be_given() -> None:
-    assert parse_trace(encode([START]), "dir/model-1.log").name == "model-1"
-    assert parse_trace(encode([START]), "dir/model-1.log", "custom").name == "custom"
+    data = encode([START, *call("a", [])])
+    assert parse_trace(data, "dir/model-1.log").name == "model-1"
+    assert parse_trace(data, "dir/model-1.log", "custom").name == "custom"
 
 
-def test_trace_with_only_start_is_empty() -> None:
-    trace = parse_lines([START])
-    assert (trace.n_ops, trace.n_tensors, len(trace.cmd_kind)) == (0, 0, 0)
-    assert trace.op_out_ptr.tolist() == [0] and trace.model_compute == 0
+@pytest.mark.parametrize("body", [[], constant("c")], ids=["start-only", "constants-only"])
+def test_a_trace_without_an_operator_is_an_error(body: list[str]) -> None:
+    """simrd replays it and "completes" at budget 0: no trace of a training step."""
+    err = parse_error([START, *body])
+    assert_error(err, 1 + len(body), "an operator (CALL or MUTATE)", "none")
+
+
+def test_a_blank_line_is_named_as_such() -> None:
+    """simrd's parser rejects it (json.loads of an empty string) and so does this one."""
+    err = parse_error([START, *call("a", []), "", *call("b", [])])
+    assert_error(err, 5, "a JSON object", "a blank line")
 
 
 def test_mutate_names_output_after_the_tensor_not_the_binding() -> None:
@@ -173,10 +181,11 @@ def test_mutate_names_output_after_the_tensor_not_the_binding() -> None:
 
 
 def test_constant_is_compute_then_pin_with_zero_cost() -> None:
-    trace = parse_lines([START, *constant("c", "24")])
-    assert trace.op_kind.tolist() == [CONSTANT_OP] and trace.op_cost.tolist() == [0]
-    assert trace.cmd_kind.tolist() == [COMPUTE, PIN, PIN]  # last PIN: c is still live at the end
-    assert trace.tensor_size.tolist() == [24]
+    trace = parse_lines([START, *constant("c", "24"), *call("a", [])])
+    assert trace.op_kind.tolist()[0] == CONSTANT_OP and trace.op_cost.tolist()[0] == 0
+    # c's last PIN: it is still live at the end (and so is a)
+    assert trace.cmd_kind.tolist() == [COMPUTE, PIN, COMPUTE, PIN, PIN]
+    assert trace.tensor_size.tolist() == [24, 100]
 
 
 def test_multi_result_call_with_alias() -> None:
@@ -216,7 +225,8 @@ def test_parsing_is_deterministic() -> None:
 
 
 def test_sha256_changes_with_the_bytes() -> None:
-    assert parse_trace(encode([START]), SOURCE).sha256 != parse_trace(START.encode(), SOURCE).sha256
+    data = encode([START, *call("a", [])])  # ends with a newline
+    assert parse_trace(data, SOURCE).sha256 != parse_trace(data[:-1], SOURCE).sha256
 
 
 def test_read_trace_equals_parse_trace(tmp_path: Path) -> None:

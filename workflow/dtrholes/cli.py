@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import pyarrow as pa
 
@@ -105,15 +106,34 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
         size.add_argument(f"--{run}", type=float, help=f"the {what} budget, a ratio of peak")
         size.add_argument(f"--{run}-budget", type=int, help=f"the {what} budget in bytes")
     p.add_argument("--policy", default="dtr", help="one of: " + ", ".join(POLICIES))
-    p.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a policy parameter (repeatable)",
+    )
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
     p.add_argument("--window", type=_window, help="FIRST:LAST steps the probe lists")
     p.add_argument("--top", type=_count, default=explain.TOP, help="candidates per decision")
     p.add_argument(
         "--decisions", type=_count, help="at most N decisions per run (first and last halves)"
     )
-    p.add_argument("--out", type=Path, help="directory for explain.json, .md and the figure")
+    p.add_argument("--out", type=_out_dir, help="directory for explain.json, .md and the figures")
     p.set_defaults(run=_explain)
+
+
+def _out_file(text: str) -> Path:
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file path, found the directory {text!r}")
+    return Path(text)
+
+
+def _out_dir(text: str) -> Path:
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"expected a directory, found the file {text!r}")
+    return Path(text)
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -145,8 +165,8 @@ def _describe(r: Result) -> str:
     hi = "unbounded" if r.budget_hi is None else f"{r.budget_hi:,}"
     lines = [
         f"{r.trace} · {r.policy} · budget {r.budget:,} bytes: {r.outcome.upper()}",
-        f"  clock {r.clock:,}  (model {r.model_compute:,} + remat {r.remat_compute:,}),"
-        f" overhead {r.overhead:.4f}",
+        f"  clock {r.clock:,} = 1 + model {r.model_compute:,} + remat {r.remat_compute:,}"
+        f" (simrd's clock starts at 1), overhead {r.overhead:.4f}",
         f"  evictions {r.evictions:,}, eager frees {r.eager_frees:,},"
         f" rematerializations {r.rematerializations:,},"
         f" heuristic evaluations {r.heuristic_evals:,}",
@@ -167,14 +187,21 @@ def _describe(r: Result) -> str:
 def _add_map(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("map", help="tile a budget range with certified intervals (exact map)")
     p.add_argument("--trace", required=True, help="trace name or .log path")
-    p.add_argument("--policy", default="dtr")
+    p.add_argument("--policy", default="dtr", help="one of: " + ", ".join(POLICIES))
     p.add_argument("--from", dest="low", type=float, required=True, help="lowest budget ratio")
     p.add_argument("--to", dest="high", type=float, required=True, help="highest budget ratio")
     p.add_argument("--chunks", type=_positive, default=1, help="independent chunks of the range")
     p.add_argument("--max-runs", type=_positive, default=100_000, help="run cap per chunk")
-    p.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a policy parameter (repeatable)",
+    )
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
-    p.add_argument("--out", type=Path, required=True, help="intervals table (Parquet)")
+    p.add_argument("--out", type=_out_file, required=True, help="intervals table (Parquet)")
     p.set_defaults(run=_map)
 
 
@@ -281,7 +308,15 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", required=True, help="trace name or .log path")
     p.add_argument("--low", type=float, required=True, help="lower budget ratio")
     p.add_argument("--high", type=float, required=True, help="higher budget ratio")
-    p.add_argument("--policy", default="dtr")
+    p.add_argument("--policy", default="dtr", help="one of: " + ", ".join(POLICIES))
+    p.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a policy parameter (repeatable)",
+    )
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
     p.set_defaults(run=_edge)
 
@@ -461,6 +496,8 @@ def _count(text: str) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    if not args.results.is_dir():
+        raise UserError(str(args.results), "a results directory", "no such directory")
     options = audit.Options(
         args.results,
         args.data or fetch.default_data_dir(),
@@ -519,11 +556,15 @@ def _job(args: argparse.Namespace, kind: str) -> stages.Job:
 
 
 def _edge(args: argparse.Namespace) -> None:
+    if args.low >= args.high:
+        raise UserError("--low, --high", "--low below --high", f"{args.low} and {args.high}")
     trace = fetch.load_trace(args.trace, fetch.default_data_dir())
-    peak = peak_memory(trace)
+    peak, params = peak_memory(trace), dict(args.param)
+    central = centrality.for_policy(trace, args.policy, params)
 
     def run(budget: int, cap: float | None = None) -> Result:
-        return simulate(trace, budget, args.policy, overhead_cap=args.cap if cap is None else cap)
+        cap = args.cap if cap is None else cap
+        return simulate(trace, budget, args.policy, params, cap, central)
 
     low, high = (run(budget_for(trace, r, peak)) for r in (args.low, args.high))
     edge = edges.exact_edge(run, low, high)
@@ -728,8 +769,15 @@ def _peak(trace: str, baselines: Path) -> int:
     return peak_memory(fetch.load_trace(trace, fetch.default_data_dir()))
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad option is one line naming it (argparse prints the usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dtr-holes", description=__doc__)
+    p = _Parser(prog="dtr-holes", description=__doc__)
     p.add_argument(
         "--exit-with-parent",
         type=int,
@@ -760,6 +808,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped early, e.g. `head`
         sys.stderr.close()
         return 0
+    except OSError as exc:  # a file that cannot be read or written: named, without a traceback
+        print(f"dtr-holes: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # the records written so far stay; a rerun resumes after them
         print("dtr-holes: interrupted", file=sys.stderr)
         return 130

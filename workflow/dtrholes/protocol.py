@@ -109,7 +109,7 @@ def load(directory: str | Path, today: dt.date | None = None) -> Protocol:
     parameters = base["parameters"]
     _check_parameters(parameters, base_path)
     history, previous = [], fixed
-    for path in sorted((directory / AMENDMENTS).glob("*.yaml")):
+    for path in _amendment_files(directory / AMENDMENTS):
         amendment = _amendment(path, previous, today)
         parameters = _apply(parameters, amendment, path)
         history.append(amendment)
@@ -117,11 +117,22 @@ def load(directory: str | Path, today: dt.date | None = None) -> Protocol:
     return Protocol(fixed, base["title"], parameters, tuple(history))
 
 
+def _amendment_files(folder: Path) -> list[Path]:
+    """The amendments in name order; one saved as .yml or .YAML is an error, not ignored."""
+    found = sorted(folder.glob("*")) if folder.is_dir() else []
+    for path in found:
+        if path.suffix.lower() in (".yaml", ".yml") and path.suffix != ".yaml":
+            raise ProtocolError(str(path), "the extension .yaml", path.suffix)
+    return [path for path in found if path.suffix == ".yaml"]
+
+
 def _amendment(path: Path, previous: dt.date, today: dt.date) -> Amendment:
     if not _NAME.match(path.name):
         raise ProtocolError(str(path), "a file name YYYY-MM-DD-slug.yaml", path.name)
     raw = _read(path, "amendment")
     date = _date(raw["date"])
+    if str(date) != path.name[:10]:
+        raise ProtocolError(f"{path}: date", f"{path.name[:10]}, as its file name says", str(date))
     if date < previous:
         raise ProtocolError(
             str(path), f"a date on or after the previous amendment's ({previous})", str(date)
@@ -195,6 +206,12 @@ def _check_names(parameters: dict, path: Path) -> None:
 def _read(path: Path, kind: str) -> dict:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ProtocolError(
+            where, f"a readable YAML {kind}", exc.problem or "a YAML error"
+        ) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:  # bad YAML dates
         raise ProtocolError(str(path), f"a readable YAML {kind}", _first_line(exc)) from None
     _validate(raw, _schema(kind), path)

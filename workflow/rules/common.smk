@@ -5,28 +5,29 @@ import sys
 
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
-from snakemake.utils import validate
 
-from dtrholes import centrality, crosscheck, fetch, maps, paper, plan, protocol, stages
+from dtrholes import centrality, crosscheck, maps, paper, plan, protocol, settings, stages
+from simulator import UserError
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
 # `exec`: the job is the child of this Snakemake process (no shell between them), and stops
 # when a killed Snakemake leaves it behind.
 DTR_HOLES = f'exec "{sys.executable}" -m dtrholes --exit-with-parent {os.getpid()}'
 
-validate(config, "../schemas/config.schema.yaml")
-
-PROTOCOL = protocol.load(config["protocol"])
+try:  # a mistake in the settings, the protocol or the trace sheet: one line, no traceback
+    SETTINGS = settings.load(config)
+except UserError as error:
+    sys.exit(f"dtr-holes: {error}")
+PROTOCOL = SETTINGS.protocol
 PARAMS = PROTOCOL.parameters
 # dtr-holes' broader sweep: every trace and policy through Stages A, B and C, not the study's.
 BROAD = config["broad"]
-TRACES = config["traces"] or [t for role in PARAMS["traces"].values() for t in role]
-POLICIES = config["policies"] or list(PARAMS["policies"])
+TRACES = list(SETTINGS.traces)
+POLICIES = list(SETTINGS.policies)
 # The protocol's stages that run points: sampled (A, C, then B) and fixed (development and
 # confirmation), each by the name its records carry; their directories are lower case.
 STAGES = {s.lower(): s for s in ("A", "C", "B", *PARAMS.get("points", {}))}
-ENTRIES = fetch.read_sheet(config["trace_sheet"])
-SHA256 = {entry.name: entry.sha256 for entry in ENTRIES}
+SHA256 = {entry.name: entry.sha256 for entry in SETTINGS.entries}
 SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
 PUBLISHED = paper.PUBLISHED  # the study's published results, as data
 
