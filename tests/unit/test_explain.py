@@ -61,11 +61,55 @@ def test_retaining_the_rebuilt_storage_completes_and_the_control_fails(found: di
 
 def test_probe_ranks_the_zero_score_first(found: dict) -> None:
     p = found["probe"]
-    assert (p["first_step"], p["last_step"]) == (9, 9)
-    first = p["fail"]["decisions"][0]
+    assert (p["first_step"], p["last_step"]) == (4, 9)  # from the contrasting decision
+    first = next(d for d in p["fail"]["decisions"] if d["step"] == 9)
     assert (first["storage"], first["rank"], first["score"]) == ("x1$", 1, 0.0)
     # The scan stops at the zero: candidates after x1$ in pool order were never evaluated.
     assert first["candidates"] == 4
+
+
+def test_the_mechanism_tells_the_hand_traced_story(found: dict) -> None:
+    m = found["mechanism"]
+    assert (m["budget_difference"], m["storage"], m["size"]) == (1, "x1$", 39)
+    assert (m["removed_at_step"], m["needed_at_step"], m["steps_until_failure"]) == (9, 9, 0)
+    # Step 4: 378 bytes fit the failing budget exactly; the completing one, a byte short,
+    # evicts x2, which the failing run keeps to the end.
+    k = m["contrast"]
+    assert (k["step"], k["storage"], k["shortfall"], k["failing_shortfall"]) == (4, "x2", 1, 0)
+    e = m["eviction"]
+    assert (e["step"], e["rank"], e["candidates"], e["score"]) == (9, 1, 4, 0.0)
+    assert (e["runner_up"], e["shortfall"]) == ("x8", 32)
+    f = m["failure"]
+    assert (f["depth"], f["pinned"], f["over_budget"], f["outcome"]) == (3, 175, 11, "oom")
+    assert m["retention"] == {"outcome": "ok", "overhead": 1.71875, "valid": True}
+    first, second = m["text"].split(". ")[:2]
+    assert first == (
+        "The failing budget has 1 byte more than the completing one, yet its run evicts x1$"
+        " (39 bytes) at step 9 and fails (OOM) in that same step, which needs it again"
+    )
+    assert "evicts x2 (77 bytes), which the failing run keeps" in second
+    assert "fits exactly" in second
+
+
+def test_the_mechanism_comes_first_and_from_the_rest(found: dict) -> None:
+    assert next(iter(found)) == "mechanism"
+    rest = {k: v for k, v in found.items() if k != "mechanism"}
+    assert explain.mechanism(rest) == found["mechanism"]
+    text = explain.markdown(found)
+    assert text.split("\n")[2] == f"**Mechanism.** {found['mechanism']['text']}"
+
+
+def test_the_decisive_decisions_are_listed_before_any_elision(found: dict) -> None:
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    capped = explain.explain(pair, decisions=0)  # the window's decisions all left out
+    assert capped["decisive"] == found["decisive"]
+    assert capped["probe"]["ok"]["decisions"] == []
+    text = explain.markdown(capped)
+    contrast = "| ok | 1 | 4 | 4 | 1 | **x2 (1 / 2): contrast: the failing run keeps it** |"
+    eviction = "| fail | 8 | 9 | 9 | 32 | **x1$ (1 / 4): evicts x1$: the failure rebuilds it** |"
+    assert contrast in text and eviction in text
+    omitted = capped["probe"]["fail"]["omitted"]
+    assert text.index(eviction) < text.index(f"| fail | … {omitted} decisions in the window's")
 
 
 def test_a_wider_window_lists_both_runs(found: dict) -> None:
@@ -142,6 +186,19 @@ def test_resnet32_acceptance(load_named) -> None:
     retention = found["retention"]
     assert retention["storage"] == outermost["storage"]
     assert retention["retaining_completes"] and retention["valid"]
+    # The study's worked example: x8976 evicted five steps before the failure needs it, a
+    # cascade 117 deep (the study counts 118) with 889,795,480 bytes pinned, and retention's
+    # overhead of 2.2406.
+    m = found["mechanism"]
+    assert (m["storage"], m["removed_at_step"], m["steps_until_failure"]) == ("x8976", 465, 5)
+    assert (m["failure"]["depth"], m["failure"]["pinned"]) == (117, 889_795_480)
+    assert f"{m['retention']['overhead']:.4f}" == "2.2406"
+    k, e = m["contrast"], m["eviction"]
+    assert (k["step"], k["storage"], e["runner_up"]) == (465, "x8195", "x8195")
+    assert (e["rank"], e["candidates"]) == (1, 133)
+    text = m["text"]
+    for named in ("x8976", "5 steps later", "117 rematerializations", "889,795,480", "2.2406"):
+        assert named in text
 
 
 def test_cli_writes_the_report_files(tmp_path, capsys) -> None:
