@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -146,10 +147,30 @@ def test_markdown_and_figure_come_from_the_json(found: dict, tmp_path) -> None:
 def test_the_figure_shows_storage_names_with_dollar_signs_literally(found, tmp_path) -> None:
     # Traces name mutated tensors x1$, x1$$, ...: "$$" in a label is not mathtext.
     x = json.loads(json.dumps(found))
-    for step in x["probe"]["fail"]["steps"]:
-        step["evicted"] = ["x52942$$"]
+    x["mechanism"]["storage"] = x["mechanism"]["contrast"]["storage"] = "x52942$$"
     paths = figures.explanation(x, tmp_path / "pair")
     assert all(p.stat().st_size for p in paths)
+
+
+def test_the_mechanism_figure_has_a_row_per_decisive_step(found: dict) -> None:
+    # Step 4: the completing run evicts x2, the failing run fits; step 9 evicts x1$ and needs
+    # it again (one row): the completing run completes, the failing one runs out of memory.
+    (step, (ok, fail)), (last, (done, oom)) = figures.mechanism_rows(found)
+    assert (step, last) == (4, 9)
+    assert "evicts x2 (77 B)" in ok[0] and "fits exactly; keeps x2" in fail[0]
+    assert (ok[1], fail[1], done[1], oom[1]) == ("step", "step", "ok", "oom")
+    assert "evicts x1$ (39 B), ranked 1st of 4" in oom[0] and oom[0].endswith("OOM")
+    assert done[0].startswith("x1$ in memory; completes: overhead")
+
+
+def test_the_mechanism_figure_is_byte_stable(found: dict, tmp_path) -> None:
+    first = figures.explanation(found, tmp_path / "a" / "pair", (".png",))[0]
+    again = figures.explanation(json.loads(json.dumps(found)), tmp_path / "b" / "pair", (".png",))
+    assert first.read_bytes() == again[0].read_bytes()
+    assert b"Software" not in first.read_bytes() and b"tIME" not in first.read_bytes()
+    # A fixed layout: 10 inches wide, 1.25 of titles, 1.55 per row (two), 0.75 of footer.
+    width, height = struct.unpack(">II", first.read_bytes()[16:24])
+    assert (width, height) == (1500, round((1.25 + 2 * 1.55 + 0.75) * 150))
 
 
 def test_a_pair_that_does_not_fail_is_a_user_error() -> None:

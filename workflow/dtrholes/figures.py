@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
+import matplotlib.patches  # noqa: E402 (the backend is chosen first)
+import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -158,66 +160,212 @@ def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, ou
     save(overheads(rows, trace), out / f"overhead-{trace}")
 
 
-def explanation(
-    x: dict, stem: Path, rows: int = 18, suffixes: tuple[str, ...] = (".png", ".pdf")
-) -> list[Path]:
-    """One explained pair: the completing and the failing run side by side, one row per
-    decisive step of the probe window (the last `rows` of them), naming what each step evicted
-    and rematerialized; the retained storage in red, the failure marked."""
-    runs = ("ok", "fail")
-    by_step = {run: {s["step"]: s for s in x["probe"][run]["steps"]} for run in runs}
-    steps = sorted(set().union(*by_step.values()))[-rows:]
-    target = (x["retention"] or {}).get("storage")
-    width, height = 11, 0.42 * len(steps) + 1.6
-    fig, ax = plt.subplots(figsize=(width, height))
-    # Margins in inches: the step labels on the left, the titles on top, and on the right
-    # the cells' text running past the axes. tight_layout would draw the figure once more, a
-    # fifth of its time (explanations draw hundreds).
-    fig.subplots_adjust(
-        left=1.0 / width, right=1 - 2.0 / width, bottom=0.1 / height, top=1 - 0.75 / height
-    )
-    for column, run in enumerate(runs):
-        for row, step in enumerate(steps):
-            cell = by_step[run].get(step)
-            if cell is not None:
-                _explanation_cell(ax, column, row, cell, target)
-    ax.set_xlim(-0.05, 2)
-    ax.set_ylim(len(steps) - 0.5, -0.5)
-    ax.set_yticks(range(len(steps)), [f"step {s}" for s in steps])
-    ax.set_xticks([0.45, 1.45], [_run_title(x[run], run) for run in runs])
-    ax.xaxis.tick_top()
-    ax.tick_params(length=0)
-    for side in ("right", "bottom", "left"):
-        ax.spines[side].set_visible(False)
-    ax.axvline(0.97, color="#cccccc", lw=0.8)
-    fig.suptitle(
-        f"{x['trace']} · {x['policy']}: why {x['fail']['budget']:,} bytes fails where"
-        f" {x['ok']['budget']:,} completes (retained storage in red)",
-        fontsize=10,
-    )
+BOX = {  # face and edge colour of the mechanism figure's boxes
+    "step": ("#f2f2f2", "#888888"),
+    "decisive": ("#fff2cc", "#d95f02"),
+    "oom": ("#f4cccc", "#c0392b"),
+    "ok": ("#d9ead3", "#1b9e77"),
+}
+ROW, BOX_HEIGHT, LINE = 1.55, 1.15, 62  # inches per row and per box; characters per line
+
+
+def explanation(x: dict, stem: Path, suffixes: tuple[str, ...] = (".png", ".pdf")) -> list[Path]:
+    """One explained pair as the study drew its Figure 2: a column per run (completing,
+    failing), a row per decisive step (steps that coincide share one), boxes with the numbers,
+    arrows down, the failure in red, completion in green, the retention result below. Laid out
+    by hand (fixed sizes, no tight_layout), so the same explanation gives the same file."""
+    rows = mechanism_rows(x)
+    width, height = 10.0, 1.25 + ROW * len(rows) + 0.75
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)  # inches from the top
+    ax.axis("off")
+    _figure_text(ax, width / 2, 0.3, _mechanism_title(x), 11, weight="bold")
+    for column, run in enumerate(("ok", "fail")):
+        _figure_text(ax, _column_centre(column), 0.8, _column_title(x[run], run), 9.5)
+    for i, (step, cells) in enumerate(rows):
+        top = 1.2 + ROW * i
+        _figure_text(ax, 0.45, top + BOX_HEIGHT / 2, f"step {step}", 9.5, weight="bold")
+        for column, (text, kind) in enumerate(cells):
+            _box(ax, column, top, text, kind)
+            if i + 1 < len(rows):
+                ax.annotate(
+                    "",
+                    xy=(_column_centre(column), top + ROW),
+                    xytext=(_column_centre(column), top + BOX_HEIGHT),
+                    arrowprops={"arrowstyle": "-|>", "color": "#555555", "lw": 1.2},
+                )
+    footer = _retention_footer(x)
+    _figure_text(ax, width / 2, height - 0.4, footer, 9.5, colour=_footer_colour(x))
     return save(fig, stem, suffixes, tight=False)
 
 
-def _run_title(run: dict, name: str) -> str:
-    ratio = f" ({run['ratio']:.4f} of peak)" if run["ratio"] is not None else ""
-    label = "completes" if name == "ok" else run["outcome"].upper()
-    return f"{run['budget']:,} bytes{ratio}: {label}"
+def _column_centre(column: int) -> float:
+    return 3.05 + 4.4 * column
 
 
-def _explanation_cell(ax, column: int, row: int, cell: dict, target: str | None) -> None:
-    evicted = cell["evicted"]
-    text = "evicts " + ", ".join(evicted[:4]) + (" …" if len(evicted) > 4 else "")
-    text = text if evicted else ""
-    if cell["remats"]:
-        text += f"  · {cell['remats']} remats, depth {cell['depth']}"
-    if "failed" in cell:
-        f = cell["failed"]
-        text += f"  · {f['outcome'].upper()} at op {f['op']}, depth {f['depth']}"
-    colour = "#c0392b" if target in evicted or "failed" in cell else "black"
+def _box(ax, column: int, top: float, text: str, kind: str) -> None:
+    face, edge = BOX[kind]
+    left = _column_centre(column) - 2.1
+    ax.add_patch(
+        matplotlib.patches.FancyBboxPatch(
+            (left, top),
+            4.2,
+            BOX_HEIGHT,
+            boxstyle="round,pad=0,rounding_size=0.08",
+            facecolor=face,
+            edgecolor=edge,
+            lw=1.3,
+        )
+    )
+    _figure_text(ax, _column_centre(column), top + BOX_HEIGHT / 2, text, 8.5)
+
+
+def _figure_text(ax, x: float, y: float, text: str, size: float, **style) -> None:
+    colour = style.pop("colour", "black")
     # Storage names such as x1$$ are text, not mathtext.
     ax.text(
-        column, row, text.strip(" ·"), va="center", fontsize=7.5, color=colour, parse_math=False
+        x,
+        y,
+        text,
+        ha="center",
+        va="center",
+        fontsize=size,
+        color=colour,
+        parse_math=False,
+        linespacing=1.35,
+        **style,
     )
+
+
+def mechanism_rows(x: dict) -> list[tuple[int, list[tuple[str, str]]]]:
+    """The figure's rows: per decisive step, each run's box text and kind (see BOX)."""
+    m = x["mechanism"]
+    cells: dict[int, dict[str, list[str]]] = {}
+
+    def add(step: int, ok: str | None, fail: str | None) -> None:
+        row = cells.setdefault(step, {"ok": [], "fail": []})
+        row["ok"] += [ok] if ok else []
+        row["fail"] += [fail] if fail else []
+
+    if m["contrast"] is not None:
+        add(m["contrast"]["step"], *_contrast_cells(m))
+    if m["storage"] is not None:
+        add(m["removed_at_step"], _ok_at_removal(x), _removal_cell(m))
+    add(m["failure"]["step"], _ok_end(x), _failure_cell(m))
+    last = m["failure"]["step"]
+    rows = []
+    for step in sorted(cells):
+        kinds = {"ok": "ok" if step == last else "step", "fail": "oom" if step == last else "step"}
+        if step == m["removed_at_step"] and step != last:
+            kinds["fail"] = "decisive"
+        texts = {run: "\n".join(_wrapped(cells[step][run]) or ["–"]) for run in kinds}
+        rows.append((step, [(texts[run], kinds[run]) for run in ("ok", "fail")]))
+    return rows
+
+
+def _wrapped(parts: list[str]) -> list[str]:
+    return [line for part in parts for line in textwrap.wrap(part, LINE)]
+
+
+def _contrast_cells(m: dict) -> tuple[str, str]:
+    k = m["contrast"]
+    ok = (
+        f"{k['shortfall']:,} B short: evicts {k['storage']} ({k['size']:,} B)"
+        f" — the failing run keeps it"
+    )
+    short = k["failing_shortfall"]
+    if short is None:
+        return ok, f"keeps {k['storage']}"
+    if short <= 0:
+        fit = "fits exactly" if short == 0 else f"fits, {-short:,} B to spare"
+        return ok, f"same allocation (op {k['op']}): {fit}; keeps {k['storage']}"
+    if m["storage"] in k["failing_evicted"]:
+        return ok, f"keeps {k['storage']}"
+    spare = k["failing_freed"] - short
+    return ok, (
+        f"same allocation (op {k['op']}): {short:,} B short, evicts"
+        f" {len(k['failing_evicted'])}, fits with {spare:,} B to spare; keeps {k['storage']}"
+    )
+
+
+def _removal_cell(m: dict) -> str:
+    e, storage = m["eviction"], m["storage"]
+    if e is None:
+        return f"frees {storage} ({m['size']:,} B): its last reference is released"
+    if e["rank"] == 1 and e["runner_up"] is not None:
+        rank = (
+            f"ranked 1st of {e['candidates']:,} (score {_short_score(e['score'])}), runner-up"
+            f" {e['runner_up']} ({_short_score(e['runner_up_score'])})"
+        )
+    else:
+        rank = f"rank {e['rank'] or '–'} of {e['candidates']:,}, score {_short_score(e['score'])}"
+    return f"{e['shortfall']:,} B short: evicts {storage} ({m['size']:,} B), {rank}"
+
+
+def _ok_at_removal(x: dict) -> str | None:
+    d, m = x["decisive"], x["mechanism"]
+    shared = {m["failure"]["step"], m["contrast"] and m["contrast"]["step"]}
+    if m["removed_at_step"] in shared:  # that row's box already says what it holds
+        return None
+    return f"keeps {m['storage']}" if d["ok_holds_it"] else None
+
+
+def _ok_end(x: dict) -> str:
+    ok, m = x["ok"], x["mechanism"]
+    held = ""
+    if m["needed_at_step"] is not None:
+        held = f"{m['storage']} " + ("in memory; " if x["decisive"]["ok_holds_it"] else "rebuilt; ")
+    return f"{held}completes: overhead {ok['overhead']:.4f}, max depth {ok['max_depth']}"
+
+
+def _failure_cell(m: dict) -> str:
+    f = m["failure"]
+    needs = f"needs {m['storage']}: " if m["needed_at_step"] is not None else ""
+    cascade = f"{needs}cascade {f['depth']} deep, {f['pinned']:,} B pinned"
+    if f["outcome"] == "oom":
+        return (
+            f"{cascade}; op {f['op']} asks {f['request']:,} B, {f['over_budget']:,} B over"
+            " the budget: OOM"
+        )
+    return f"{cascade}: {f['outcome'].upper()}"
+
+
+def _short_score(score: object) -> str:
+    return score if isinstance(score, str) else f"{score:.4g}"
+
+
+def _mechanism_title(x: dict) -> str:
+    diff = x["mechanism"]["budget_difference"]
+    return (
+        f"{x['trace']} · {x['policy']}: {x['fail']['budget']:,} B fails where"
+        f" {x['ok']['budget']:,} B completes ({diff:+,} B)"
+    )
+
+
+def _column_title(run: dict, name: str) -> str:
+    ratio = f" ({run['ratio']:.4f} of peak)" if run["ratio"] is not None else ""
+    label = "completing run" if name == "ok" else "failing run"
+    return f"{label}: {run['budget']:,} B{ratio}"
+
+
+def _retention_footer(x: dict) -> str:
+    r, storage = x["mechanism"]["retention"], x["mechanism"]["storage"]
+    if r is None:
+        return "No storage removed whose retention could be tried."
+    control = (
+        "control retaining nothing: fails as before" if r["valid"] else "control differs: invalid"
+    )
+    outcome = (
+        f"completes, overhead {r['overhead']:.4f}" if r["outcome"] == "ok" else r["outcome"].upper()
+    )
+    return f"Retaining {storage} at the failing budget: {outcome} ({control})"
+
+
+def _footer_colour(x: dict) -> str:
+    r = x["mechanism"]["retention"]
+    return BOX["ok"][1] if r and r["outcome"] == "ok" and r["valid"] else BOX["oom"][1]
 
 
 MAP_COLOURS = {"ok": "#1b9e77", "oom": "#d95f02", "thrashed": "#7570b3"}
