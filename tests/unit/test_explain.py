@@ -272,3 +272,30 @@ def test_a_pairs_centrality_is_what_its_replays_rank_by(monkeypatch) -> None:
     plain = simulate(TRACE, FAIL, "tcontrol-inspired", centrality=values)
     assert x["fail"] == explain.summary(plain, None)
     assert x["retention"]["control_reproduces_failure"]
+
+
+# The confirmed regions' edge brackets that the quick configuration (config/quick.yaml)
+# explains: ResNet-32's development region and U-Net's two, each from below and from above.
+QUICK_PAIRS = [
+    ("resnet32", 1_016_179_144, 1_026_240_324),
+    ("resnet32", 1_076_546_222, 1_066_485_042),
+    ("unet", 3_551_452_799, 3_559_868_564),
+    ("unet", 3_585_115_859, 3_576_700_094),
+    ("unet", 3_627_194_683, 3_635_610_448),
+    ("unet", 3_669_273_508, 3_660_857_743),
+]
+
+
+@pytest.mark.parametrize(("name", "ok", "fail"), QUICK_PAIRS)
+def test_the_first_sentence_names_the_storage_its_steps_and_the_budget_difference(
+    load_named, name: str, ok: int, fail: int
+) -> None:
+    trace = load_named(name)
+    x = explain.explain(explain.Pair(trace, "dtr", ok, fail, peak=peak_memory(trace)))
+    m, rebuilt = x["mechanism"], x["cascade"]["rebuilding"][0]
+    assert (m["storage"], m["removed_at_step"]) == (rebuilt["storage"], rebuilt["evicted_at_step"])
+    assert m["steps_until_failure"] == rebuilt["steps_before_failure"] > 0
+    first = m["text"].split(". ")[0]
+    assert f"{abs(fail - ok):,} bytes {'more' if fail > ok else 'less'}" in first
+    assert f"evicts {m['storage']} (" in first and f"at step {m['removed_at_step']} " in first
+    assert f"{m['steps_until_failure']} steps later, when step {x['cascade']['step']}" in first

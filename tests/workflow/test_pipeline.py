@@ -66,9 +66,12 @@ def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     assert "| resnet32 | confirmatory | nbhd-penalty |" in comparison
     crosscheck = (completed / "results" / "tables" / "crosscheck.md").read_text()
     assert "not run" in crosscheck and "confirmed by simrd" not in crosscheck
-    for kind in ("cliffs", "zoom", "overhead"):
+    figures = completed / "results" / "figures"
+    for kind in ("cliffs-resnet32", "overhead-resnet32", "zoom-resnet32-dtr", "figure1-dtr"):
         for suffix in (".png", ".pdf"):
-            assert (completed / "results" / "figures" / f"{kind}-resnet32{suffix}").stat().st_size
+            assert (figures / f"{kind}{suffix}").stat().st_size
+    zoomed = (figures / "zoom-resnet32-dtr.md").read_text()
+    assert "| 1 | 1,016,179,144 (0.10100) |" in zoomed and "| yes |" in zoomed
 
 
 def test_a_completed_run_plans_nothing(completed: Path, tmp_path: Path) -> None:

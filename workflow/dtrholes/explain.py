@@ -292,6 +292,7 @@ def _decisive(recorded: dict[str, Recording], target: dict | None, cascade: dict
         "eviction": None if number is None else _listed(recorded["fail"], number, top),
         "contrast": None if contrast is None else _listed(recorded["ok"], contrast, top),
         "failing_at_contrast": None if contrast is None else _same_allocation(ok, fail, contrast),
+        "completing_at_eviction": None if number is None else _same_allocation(fail, ok, number),
     }
 
 
@@ -361,31 +362,32 @@ def _listed(recorded: Recording, number: int, top: int) -> dict | None:
 ALLOCATION = ("step", "op", "request", "depth")  # what identifies an allocation check in a step
 
 
-def _same_allocation(ok: Events, fail: Events, number: int) -> dict:
-    """What the failing run did at the allocation check that made the completing run's
-    decision `number` (the same step, operator, request and depth, as often met before): its
-    shortfall (bytes in use + request - budget; at most 0: it fit) and what it evicted."""
-    decided = int(_decision_at(ok, number)[0])
-    step = int(ok.rows[decided, -1])
-    checks = ok.where("alloc", steps=(step, step))
+def _same_allocation(mine: Events, other: Events, number: int) -> dict:
+    """What the other run did at the allocation check that made decision `number` of this one
+    (the same step, operator, request and depth, as often met before): its shortfall (bytes in
+    use + request - budget; at most 0: it fit) and what it evicted."""
+    decided = int(_decision_at(mine, number)[0])
+    step = int(mine.rows[decided, -1])
+    checks = mine.where("alloc", steps=(step, step))
     check = checks[checks < decided][-1:]
-    key = _allocation_key(ok, check)
-    nth = int(np.count_nonzero((_allocation_key(ok, checks) == key).all(axis=1) & (checks < check)))
-    theirs = fail.where("alloc", steps=(step, step))
-    theirs = theirs[(_allocation_key(fail, theirs) == key).all(axis=1)]
+    key = _allocation_key(mine, check)
+    same = (_allocation_key(mine, checks) == key).all(axis=1)
+    nth = int(np.count_nonzero(same & (checks < check)))
+    theirs = other.where("alloc", steps=(step, step))
+    theirs = theirs[(_allocation_key(other, theirs) == key).all(axis=1)]
     found = {"step": step, "op": int(key[0, 1]), "shortfall": None, "evicted": [], "freed": 0}
     if nth >= len(theirs):
         return found
     at = int(theirs[nth])
-    later = fail.where("alloc", "fail")
-    end = int(later[later > at][0]) if np.any(later > at) else len(fail)
-    evicts = fail.where("evict")
+    later = other.where("alloc", "fail")
+    end = int(later[later > at][0]) if np.any(later > at) else len(other)
+    evicts = other.where("evict")
     evicts = evicts[(evicts > at) & (evicts < end)]
-    names = fail.values(evicts, "storage").astype(int).tolist()
+    names = other.values(evicts, "storage").astype(int).tolist()
     return found | {
-        "shortfall": int(fail.values(np.array([at]), "shortfall")[0]),
-        "evicted": [fail.storage_names[s] for s in names],
-        "freed": int(fail.values(evicts, "size").sum()),
+        "shortfall": int(other.values(np.array([at]), "shortfall")[0]),
+        "evicted": [other.storage_names[s] for s in names],
+        "freed": int(other.values(evicts, "size").sum()),
     }
 
 
@@ -519,7 +521,7 @@ def _mechanism_numbers(x: dict) -> dict:
         "removed_at_step": removed,
         "needed_at_step": d.get("needed_at_step"),
         "steps_until_failure": None if removed is None else c["step"] - removed,
-        "eviction": _eviction_numbers(d.get("eviction")),
+        "eviction": _eviction_numbers(d.get("eviction"), d.get("completing_at_eviction")),
         "contrast": _contrast_numbers(d.get("contrast"), d.get("failing_at_contrast")),
         "failure": {k: c[k] for k in FAILURE},
         "retention": r
@@ -531,11 +533,14 @@ def _mechanism_numbers(x: dict) -> dict:
     }
 
 
-def _eviction_numbers(e: dict | None) -> dict | None:
+def _eviction_numbers(e: dict | None, completing: dict | None) -> dict | None:
     if e is None:
         return None
     runner = next((t for t in e["top"] if t["storage"] != e["storage"]), None)
     return {
+        "completing_shortfall": completing["shortfall"],
+        "completing_evicted": completing["evicted"],
+        "completing_freed": completing["freed"],
         "step": e["step"],
         "shortfall": e["shortfall"],
         "rank": e["rank"],
@@ -646,12 +651,31 @@ def _eviction_sentence(m: dict) -> list[str]:
     head = f"Short by {_bytes(e['shortfall'])} at step {e['step']}, the failing run"
     score = f"score {_score(e['score'])}"
     if e["rank"] == 1 and e["runner_up"] is not None:
-        return [
+        text = (
             f"{head} ranks {storage} first of {e['candidates']:,} candidates ({score}), just"
-            f" ahead of {e['runner_up']} ({_score(e['runner_up_score'])}), and evicts it."
-        ]
-    rank = f"ranked {e['rank']} of" if e["rank"] else "among"
-    return [f"{head} evicts {storage}, {rank} {e['candidates']:,} candidates ({score})."]
+            f" ahead of {e['runner_up']} ({_score(e['runner_up_score'])}), and evicts it"
+        )
+    else:
+        rank = f"ranked {e['rank']} of" if e["rank"] else "among"
+        text = f"{head} evicts {storage}, {rank} {e['candidates']:,} candidates ({score})"
+    return [f"{text}{_completing_there(m)}."]
+
+
+def _completing_there(m: dict) -> str:
+    """What the completing run did at the allocation where the failing one evicted the storage,
+    unless the contrasting decision said it already."""
+    e, k = m["eviction"], m["contrast"]
+    short = e["completing_shortfall"]
+    if short is None or (k is not None and k["storage"] in e["completing_evicted"]):
+        return ""
+    if short <= 0:
+        spare = "exactly" if short == 0 else f"with {_bytes(-short)} to spare"
+        return f"; at the same allocation the completing run fits {spare}"
+    spare = e["completing_freed"] - short
+    return (
+        f"; at the same allocation the completing run, {_bytes(short)} short, evicts"
+        f" {_names(e['completing_evicted'])} and fits with {_bytes(spare)} to spare"
+    )
 
 
 def _failure_sentence(m: dict) -> str:

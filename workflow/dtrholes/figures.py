@@ -1,4 +1,5 @@
-"""The study's figures per trace: feasibility cliffs, hole-region zooms, overhead by policy."""
+"""The study's figures: feasibility cliffs, hole-region zooms, overheads, Figure 1 under DTR,
+and the mechanism of each explained pair."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ matplotlib.use("Agg")
 
 import matplotlib.patches  # noqa: E402 (the backend is chosen first)
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dtrholes import plan  # noqa: E402
+from dtrholes.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
     "ok": ("completed", "#1b9e77", "o"),
@@ -70,36 +73,144 @@ def cliffs(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str):
     return fig
 
 
-def zooms(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str):
-    """One panel per hole region: its samples in bytes, exact edges as vertical lines."""
-    panels = [
-        (policy, region, edges)
-        for policy in sorted(rows.policy.unique())
-        for region, edges in _regions_with_edges(holes, policy)
-    ]
-    if not panels:
+ZOOM_PANELS, ZOOM_COLUMNS = 12, 3  # regions drawn per trace × policy (the rest: the table)
+
+
+def zoom_regions(holes: pd.DataFrame, policy: str) -> list[tuple[dict, list[dict]]]:
+    """The policy's hole regions in budget order, each with the exact edges inside its brackets."""
+    found = []
+    for region, edges in _regions_with_edges(holes, policy):
+        low, high = region["ok_below"], region["ok_above"]
+        found.append((region, [e for e in edges if low <= e["below"] <= high]))
+    return found
+
+
+def drawn(regions: list[tuple[dict, list[dict]]]) -> list[int]:
+    """The regions a zoom draws, by index: the ZOOM_PANELS with the most failing samples (the
+    lower one first on ties), in budget order."""
+    order = sorted(range(len(regions)), key=lambda i: (-regions[i][0]["failing"], i))
+    return sorted(order[:ZOOM_PANELS])
+
+
+def zooms(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str, policy: str):
+    """A grid of hole regions of one trace × policy (at most ZOOM_PANELS; `zoom_table` lists
+    them all): each region's samples against the budget ratio, exact edges dashed."""
+    regions = zoom_regions(holes, policy)
+    shown = drawn(regions)
+    if not shown:
         fig, ax = plt.subplots(figsize=(6, 1.5))
         ax.axis("off")
-        ax.text(0.5, 0.5, f"{trace}: no hole region in the sampled series", ha="center")
+        ax.text(0.5, 0.5, f"{trace} · {policy}: no hole region", ha="center")
         return fig
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels) + 0.6), squeeze=False)
-    for ax, (policy, region, edges) in zip(axes[:, 0], panels, strict=True):
-        low, high = region["ok_below"], region["ok_above"]
-        mine = rows[(rows.policy == policy) & rows.budget.between(low, high)]
-        _scatter_outcomes(ax, mine.assign(level=0), "budget", "level")
-        for edge in edges:
-            if low <= edge["below"] <= high:
-                ax.axvline(edge["below"] + 0.5, color="black", lw=0.8, ls="--")
-        ax.set_yticks([])
-        ax.set_title(
-            f"{policy}: {region['failing']} failing samples, "
-            f"{low / peak:.4f}–{high / peak:.4f} of peak",
-            fontsize=9,
-        )
-        ax.set_xlabel("budget (bytes); dashed: exact edges")
-    _legend(fig, axes)
-    fig.suptitle(f"{trace}: hole regions")
+    columns = min(ZOOM_COLUMNS, len(shown))
+    lines = -(-len(shown) // columns)
+    fig, axes = plt.subplots(
+        lines, columns, figsize=(4 * columns, 2.3 * lines + 0.9), squeeze=False
+    )
+    mine = rows[rows.policy == policy]
+    for ax, i in zip(axes.flat, shown, strict=False):
+        _zoom_panel(ax, mine, regions[i], peak, i + 1)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.axis("off")
+    _legend(fig, axes[:, :1])
+    more = f"; {len(regions) - len(shown)} more in the table" if len(regions) > len(shown) else ""
+    fig.suptitle(f"{trace} · {policy}: {len(regions)} hole regions{more} (dashed: exact edges)")
     return fig
+
+
+def _zoom_panel(ax, rows: pd.DataFrame, found: tuple[dict, list[dict]], peak: int, n: int):
+    region, edges = found
+    low, high = region["ok_below"], region["ok_above"]
+    inside = rows[rows.budget.between(low, high)]
+    _scatter_outcomes(ax, inside.assign(level=0, x=inside.budget / peak), "x", "level")
+    for edge in edges:
+        ax.axvline((edge["below"] + 0.5) / peak, color="black", lw=0.8, ls="--")
+    ax.set_yticks([])
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
+    ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+    ax.set_title(f"region {n}: {region['failing']} failing samples", fontsize=9)
+    ax.set_xlabel("budget (fraction of peak)", fontsize=8)
+    ax.tick_params(labelsize=8)
+
+
+def zoom_table(holes: pd.DataFrame, peak: int, trace: str, policy: str) -> str:
+    """Every hole region of one trace × policy as a Markdown table, drawn or not."""
+    regions = zoom_regions(holes, policy)
+    shown = set(drawn(regions))
+    lines = [
+        f"# {trace} · {policy}: hole regions",
+        "",
+        "| region | completes below | first failing | last failing | completes above"
+        " | failing samples | exact edges (bytes) | drawn |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, (r, edges) in enumerate(regions):
+        cells = [r["ok_below"], r["first_fail"], r["last_fail"], r["ok_above"]]
+        budgets = " | ".join(f"{b:,} ({b / peak:.5f})" for b in cells)
+        cuts = ", ".join(f"{e['below']:,}/{e['above']:,}" for e in edges) or "–"
+        lines.append(
+            f"| {i + 1} | {budgets} | {r['failing']} | {cuts} | {'yes' if i in shown else 'no'} |"
+        )
+    if not regions:
+        lines.append("| – | | | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+MARGIN = 0.3  # context either side of a panel's regions, as a share of their span
+
+
+def figure1(panels: list[tuple[str, pd.DataFrame, pd.DataFrame, int]], timeouts: set[tuple]):
+    """The study's Figure 1 for DTR: per trace (name, sampled rows, holes, peak), outcome
+    against budget with the nesting depth at peak pinned memory on y, around its regions,
+    regions shaded, exact edges dashed, and ringed the samples where the study timed out
+    (`timeouts`: (trace, budget)) and this run resolved."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.6 * len(panels) + 0.8), squeeze=False)
+    for ax, (trace, rows, holes, peak) in zip(axes[:, 0], panels, strict=True):
+        _figure1_panel(ax, trace, rows[rows.policy == FIGURE1_POLICY], holes, peak, timeouts)
+    _legend(fig, axes)
+    fig.suptitle(f"Feasibility against budget under {FIGURE1_POLICY} (the study's Figure 1)")
+    return fig
+
+
+def _figure1_panel(ax, trace, rows, holes, peak, timeouts) -> None:
+    regions = zoom_regions(holes, FIGURE1_POLICY)
+    low, high = _window([r for r, _ in regions], rows)
+    shown = rows[rows.budget.between(low, high)].assign(x=lambda r: r.budget / peak)
+    for region, edges in regions:
+        ax.axvspan(
+            region["first_fail"] / peak, region["last_fail"] / peak, color="#d95f02", alpha=0.12
+        )
+        for edge in edges:
+            ax.axvline((edge["below"] + 0.5) / peak, color="black", lw=0.8, ls="--")
+    _scatter_outcomes(ax, shown, "x", "peak_pinned_depth")
+    studied = shown.budget.map(lambda budget: (trace, budget) in timeouts)
+    resolved = shown[studied & (shown.outcome != "timeout")]
+    if len(resolved):
+        ax.scatter(
+            resolved.x,
+            resolved.peak_pinned_depth,
+            s=110,
+            facecolors="none",
+            edgecolors="black",
+            lw=1.1,
+            label="study timed out, resolved here",
+            zorder=4,
+        )
+    ax.set_xlim(low / peak, high / peak)
+    ax.set_title(f"{trace}: {len(regions)} hole region{'s' * (len(regions) != 1)}", fontsize=10)
+    ax.set_ylabel("depth at peak\npinned memory", fontsize=8)
+    ax.set_xlabel(
+        "budget (fraction of peak memory); shaded: regions, dashed: exact edges", fontsize=8
+    )
+
+
+def _window(regions: list[dict], rows: pd.DataFrame) -> tuple[float, float]:
+    """The budgets a Figure 1 panel shows: its regions with context, else every sample."""
+    if not regions:
+        return float(rows.budget.min()), float(rows.budget.max())
+    low = min(r["ok_below"] for r in regions)
+    high = max(r["ok_above"] for r in regions)
+    return low - MARGIN * (high - low), high + MARGIN * (high - low)
 
 
 def overheads(rows: pd.DataFrame, trace: str):
@@ -150,14 +261,36 @@ def save(
 
 
 def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, out: Path) -> None:
-    """All three figures of one trace under `out` (cliffs, zoom and overhead, PNG and PDF), from
-    the rows of the records and holes tables."""
+    """The cliffs and overhead figures of one trace under `out` (PNG and PDF), from the rows
+    of the records and holes tables."""
     rows = sampled(pd.DataFrame(records), trace)
-    table = pd.DataFrame(holes)
-    mine = table[table.trace == trace]
-    save(cliffs(rows, mine, peak, trace), out / f"cliffs-{trace}")
-    save(zooms(rows, mine, peak, trace), out / f"zoom-{trace}")
+    save(cliffs(rows, _of_trace(holes, trace), peak, trace), out / f"cliffs-{trace}")
     save(overheads(rows, trace), out / f"overhead-{trace}")
+
+
+def plot_zoom(
+    records: list[dict], holes: list[dict], peak: int, trace: str, policy: str, out: Path
+) -> None:
+    """One trace × policy's region zooms under `out`: the grid (PNG and PDF) and the table
+    of every region (Markdown)."""
+    rows, mine = sampled(pd.DataFrame(records), trace), _of_trace(holes, trace)
+    stem = out / f"zoom-{trace}-{policy}"
+    save(zooms(rows, mine, peak, trace, policy), stem)
+    stem.with_suffix(".md").write_text(zoom_table(mine, peak, trace, policy), encoding="utf-8")
+
+
+def plot_figure1(
+    records: list[dict], holes: list[dict], peaks: dict[str, int], timeouts: set, out: Path
+) -> list[Path]:
+    """The study's Figure 1 for DTR, a panel per trace of FIGURE1 that `peaks` has."""
+    table = pd.DataFrame(records)
+    panels = [(t, sampled(table, t), _of_trace(holes, t), peaks[t]) for t in FIGURE1 if t in peaks]
+    return save(figure1(panels, timeouts), out / f"figure1-{FIGURE1_POLICY}")
+
+
+def _of_trace(holes: list[dict], trace: str) -> pd.DataFrame:
+    table = pd.DataFrame(holes)
+    return table[table.trace == trace] if len(table) else table
 
 
 BOX = {  # face and edge colour of the mechanism figure's boxes
@@ -309,7 +442,15 @@ def _ok_at_removal(x: dict) -> str | None:
     shared = {m["failure"]["step"], m["contrast"] and m["contrast"]["step"]}
     if m["removed_at_step"] in shared:  # that row's box already says what it holds
         return None
-    return f"keeps {m['storage']}" if d["ok_holds_it"] else None
+    keeps = f"keeps {m['storage']}" if d["ok_holds_it"] else ""
+    short = m["eviction"] and m["eviction"]["completing_shortfall"]
+    if short is None:
+        return keeps or None
+    if short <= 0:
+        fit = "fits exactly" if short == 0 else f"fits, {-short:,} B to spare"
+    else:
+        fit = f"{short:,} B short, evicts {len(m['eviction']['completing_evicted'])}"
+    return f"same allocation: {fit}" + (f"; {keeps}" if keeps else "")
 
 
 def _ok_end(x: dict) -> str:
