@@ -89,7 +89,14 @@ def test_every_confirmed_region_is_explained_from_its_records(completed: Path) -
         assert pair["retention"]["valid"]
         assert (directory / f"pair-{i}.png").stat().st_size > 0
         assert not (directory / f"pair-{i}.pdf").exists()  # PNG only in the pipeline
-    assert "### 4. Retention" in (directory / "explain.md").read_text()
+        m = pair["mechanism"]
+        first = m["text"].split(". ")[0]
+        difference = abs(pair["fail"]["budget"] - pair["ok"]["budget"])
+        assert f"{difference:,} bytes" in first and f"evicts {m['storage']} (" in first
+        assert f"at step {m['removed_at_step']} " in first
+        assert f"{m['steps_until_failure']} steps later" in first
+    text = (directory / "explain.md").read_text()
+    assert "### 4. Retention" in text and text.count("**Mechanism.**") == 2
     log = (completed / "results" / "logs" / "explain" / "resnet32" / "dtr.log").read_text()
     assert [line.split()[0] for line in log.splitlines()[:2]] == ["[1/2]", "[2/2]"]
 
