@@ -81,7 +81,7 @@ PLANNED = {
     "sweep_stage": 6,
     "tabulate_holes": 1,
     "tabulate_maps": 1,
-    "total": 29,
+    "total": 32,
 }
 
 
