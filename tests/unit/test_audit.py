@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import audit, claims, evidence, records
+from dtrholes import audit, claims, evidence, explain, records
 from dtrholes.records import Request, Usage
 from simulator import UserError, get_policy, simulate
 from tests.tracegen import random_trace_text, tiny_trace
@@ -139,3 +139,14 @@ def test_an_edge_is_bounded_by_runs_ending_as_under_the_samples_cap() -> None:
         r["result"].update(budget_lo=100, budget_hi=120)
     edge = {"below": 99, "above": 100, "outcome_below": "ok", "outcome_above": "thrashed"}
     assert audit._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
+
+
+def test_an_explanations_mechanism_must_be_what_its_parts_give() -> None:
+    trace = tiny_trace(random_trace_text(193, 12))  # the explained hole of test_explain
+    pair = json.loads(json.dumps(explain.explain(explain.Pair(trace, "dtr", 377, 378))))
+    assert audit.mechanism_problem(pair) is None
+    edited = json.loads(json.dumps(pair))
+    edited["mechanism"]["text"] = edited["mechanism"]["text"].replace("x1$", "x2", 1)
+    assert "mechanism summary" in audit.mechanism_problem(edited)
+    richer = {**pair, "ok": {**pair["ok"], "budget": pair["ok"]["budget"] - 10}}
+    assert audit.mechanism_problem(richer) is not None  # the budget difference changed

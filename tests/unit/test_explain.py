@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -61,11 +62,55 @@ def test_retaining_the_rebuilt_storage_completes_and_the_control_fails(found: di
 
 def test_probe_ranks_the_zero_score_first(found: dict) -> None:
     p = found["probe"]
-    assert (p["first_step"], p["last_step"]) == (9, 9)
-    first = p["fail"]["decisions"][0]
+    assert (p["first_step"], p["last_step"]) == (4, 9)  # from the contrasting decision
+    first = next(d for d in p["fail"]["decisions"] if d["step"] == 9)
     assert (first["storage"], first["rank"], first["score"]) == ("x1$", 1, 0.0)
     # The scan stops at the zero: candidates after x1$ in pool order were never evaluated.
     assert first["candidates"] == 4
+
+
+def test_the_mechanism_tells_the_hand_traced_story(found: dict) -> None:
+    m = found["mechanism"]
+    assert (m["budget_difference"], m["storage"], m["size"]) == (1, "x1$", 39)
+    assert (m["removed_at_step"], m["needed_at_step"], m["steps_until_failure"]) == (9, 9, 0)
+    # Step 4: 378 bytes fit the failing budget exactly; the completing one, a byte short,
+    # evicts x2, which the failing run keeps to the end.
+    k = m["contrast"]
+    assert (k["step"], k["storage"], k["shortfall"], k["failing_shortfall"]) == (4, "x2", 1, 0)
+    e = m["eviction"]
+    assert (e["step"], e["rank"], e["candidates"], e["score"]) == (9, 1, 4, 0.0)
+    assert (e["runner_up"], e["shortfall"]) == ("x8", 32)
+    f = m["failure"]
+    assert (f["depth"], f["pinned"], f["over_budget"], f["outcome"]) == (3, 175, 11, "oom")
+    assert m["retention"] == {"outcome": "ok", "overhead": 1.71875, "valid": True}
+    first, second = m["text"].split(". ")[:2]
+    assert first == (
+        "The failing budget has 1 byte more than the completing one, yet its run evicts x1$"
+        " (39 bytes) at step 9 and fails (OOM) in that same step, which needs it again"
+    )
+    assert "evicts x2 (77 bytes), which the failing run keeps" in second
+    assert "fits exactly" in second
+
+
+def test_the_mechanism_comes_first_and_from_the_rest(found: dict) -> None:
+    assert next(iter(found)) == "mechanism"
+    rest = {k: v for k, v in found.items() if k != "mechanism"}
+    assert explain.mechanism(rest) == found["mechanism"]
+    text = explain.markdown(found)
+    assert text.split("\n")[2] == f"**Mechanism.** {found['mechanism']['text']}"
+
+
+def test_the_decisive_decisions_are_listed_before_any_elision(found: dict) -> None:
+    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    capped = explain.explain(pair, decisions=0)  # the window's decisions all left out
+    assert capped["decisive"] == found["decisive"]
+    assert capped["probe"]["ok"]["decisions"] == []
+    text = explain.markdown(capped)
+    contrast = "| ok | 1 | 4 | 4 | 1 | **x2 (1 / 2): contrast: the failing run keeps it** |"
+    eviction = "| fail | 8 | 9 | 9 | 32 | **x1$ (1 / 4): evicts x1$: the failure rebuilds it** |"
+    assert contrast in text and eviction in text
+    omitted = capped["probe"]["fail"]["omitted"]
+    assert text.index(eviction) < text.index(f"| fail | … {omitted} decisions in the window's")
 
 
 def test_a_wider_window_lists_both_runs(found: dict) -> None:
@@ -102,10 +147,30 @@ def test_markdown_and_figure_come_from_the_json(found: dict, tmp_path) -> None:
 def test_the_figure_shows_storage_names_with_dollar_signs_literally(found, tmp_path) -> None:
     # Traces name mutated tensors x1$, x1$$, ...: "$$" in a label is not mathtext.
     x = json.loads(json.dumps(found))
-    for step in x["probe"]["fail"]["steps"]:
-        step["evicted"] = ["x52942$$"]
+    x["mechanism"]["storage"] = x["mechanism"]["contrast"]["storage"] = "x52942$$"
     paths = figures.explanation(x, tmp_path / "pair")
     assert all(p.stat().st_size for p in paths)
+
+
+def test_the_mechanism_figure_has_a_row_per_decisive_step(found: dict) -> None:
+    # Step 4: the completing run evicts x2, the failing run fits; step 9 evicts x1$ and needs
+    # it again (one row): the completing run completes, the failing one runs out of memory.
+    (step, (ok, fail)), (last, (done, oom)) = figures.mechanism_rows(found)
+    assert (step, last) == (4, 9)
+    assert "evicts x2 (77 B)" in ok[0] and "fits exactly; keeps x2" in fail[0]
+    assert (ok[1], fail[1], done[1], oom[1]) == ("step", "step", "ok", "oom")
+    assert "evicts x1$ (39 B), ranked 1st of 4" in oom[0] and oom[0].endswith("OOM")
+    assert done[0].startswith("x1$ in memory; completes: overhead")
+
+
+def test_the_mechanism_figure_is_byte_stable(found: dict, tmp_path) -> None:
+    first = figures.explanation(found, tmp_path / "a" / "pair", (".png",))[0]
+    again = figures.explanation(json.loads(json.dumps(found)), tmp_path / "b" / "pair", (".png",))
+    assert first.read_bytes() == again[0].read_bytes()
+    assert b"Software" not in first.read_bytes() and b"tIME" not in first.read_bytes()
+    # A fixed layout: 10 inches wide, 1.25 of titles, 1.55 per row (two), 0.75 of footer.
+    width, height = struct.unpack(">II", first.read_bytes()[16:24])
+    assert (width, height) == (1500, round((1.25 + 2 * 1.55 + 0.75) * 150))
 
 
 def test_a_pair_that_does_not_fail_is_a_user_error() -> None:
@@ -142,6 +207,19 @@ def test_resnet32_acceptance(load_named) -> None:
     retention = found["retention"]
     assert retention["storage"] == outermost["storage"]
     assert retention["retaining_completes"] and retention["valid"]
+    # The study's worked example: x8976 evicted five steps before the failure needs it, a
+    # cascade 117 deep (the study counts 118) with 889,795,480 bytes pinned, and retention's
+    # overhead of 2.2406.
+    m = found["mechanism"]
+    assert (m["storage"], m["removed_at_step"], m["steps_until_failure"]) == ("x8976", 465, 5)
+    assert (m["failure"]["depth"], m["failure"]["pinned"]) == (117, 889_795_480)
+    assert f"{m['retention']['overhead']:.4f}" == "2.2406"
+    k, e = m["contrast"], m["eviction"]
+    assert (k["step"], k["storage"], e["runner_up"]) == (465, "x8195", "x8195")
+    assert (e["rank"], e["candidates"]) == (1, 133)
+    text = m["text"]
+    for named in ("x8976", "5 steps later", "117 rematerializations", "889,795,480", "2.2406"):
+        assert named in text
 
 
 def test_cli_writes_the_report_files(tmp_path, capsys) -> None:
@@ -194,3 +272,30 @@ def test_a_pairs_centrality_is_what_its_replays_rank_by(monkeypatch) -> None:
     plain = simulate(TRACE, FAIL, "tcontrol-inspired", centrality=values)
     assert x["fail"] == explain.summary(plain, None)
     assert x["retention"]["control_reproduces_failure"]
+
+
+# The confirmed regions' edge brackets that the quick configuration (config/quick.yaml)
+# explains: ResNet-32's development region and U-Net's two, each from below and from above.
+QUICK_PAIRS = [
+    ("resnet32", 1_016_179_144, 1_026_240_324),
+    ("resnet32", 1_076_546_222, 1_066_485_042),
+    ("unet", 3_551_452_799, 3_559_868_564),
+    ("unet", 3_585_115_859, 3_576_700_094),
+    ("unet", 3_627_194_683, 3_635_610_448),
+    ("unet", 3_669_273_508, 3_660_857_743),
+]
+
+
+@pytest.mark.parametrize(("name", "ok", "fail"), QUICK_PAIRS)
+def test_the_first_sentence_names_the_storage_its_steps_and_the_budget_difference(
+    load_named, name: str, ok: int, fail: int
+) -> None:
+    trace = load_named(name)
+    x = explain.explain(explain.Pair(trace, "dtr", ok, fail, peak=peak_memory(trace)))
+    m, rebuilt = x["mechanism"], x["cascade"]["rebuilding"][0]
+    assert (m["storage"], m["removed_at_step"]) == (rebuilt["storage"], rebuilt["evicted_at_step"])
+    assert m["steps_until_failure"] == rebuilt["steps_before_failure"] > 0
+    first = m["text"].split(". ")[0]
+    assert f"{abs(fail - ok):,} bytes {'more' if fail > ok else 'less'}" in first
+    assert f"evicts {m['storage']} (" in first and f"at step {m['removed_at_step']} " in first
+    assert f"{m['steps_until_failure']} steps later, when step {x['cascade']['step']}" in first

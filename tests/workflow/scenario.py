@@ -73,13 +73,15 @@ PLANNED = {
     "plan_maps": 1,
     "plan_refinement": 1,
     "plot_maps": 1,
+    "plot_figure1": 1,
     "plot_trace": 1,
+    "plot_zoom": 2,
     "render_protocol": 1,
     "repeat_regions": 2,
     "sweep_stage": 6,
     "tabulate_holes": 1,
     "tabulate_maps": 1,
-    "total": 29,
+    "total": 32,
 }
 
 

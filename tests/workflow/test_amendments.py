@@ -31,6 +31,8 @@ AGGREGATES = {
     "compare_paper",
     "crosscheck_simrd",
     "plot_trace",
+    "plot_zoom",
+    "plot_figure1",
     "plan_maps",
     "tabulate_maps",
     "plot_maps",

@@ -67,9 +67,12 @@ def test_full_run_finds_confirms_and_edges_the_region(completed: Path) -> None:
     assert "| resnet32 | confirmatory | nbhd-penalty |" in comparison
     crosscheck = (completed / "results" / "tables" / "crosscheck.md").read_text()
     assert "not run" in crosscheck and "confirmed by simrd" not in crosscheck
-    for kind in ("cliffs", "zoom", "overhead"):
+    figures = completed / "results" / "figures"
+    for kind in ("cliffs-resnet32", "overhead-resnet32", "zoom-resnet32-dtr", "figure1-dtr"):
         for suffix in (".png", ".pdf"):
-            assert (completed / "results" / "figures" / f"{kind}-resnet32{suffix}").stat().st_size
+            assert (figures / f"{kind}{suffix}").stat().st_size
+    zoomed = (figures / "zoom-resnet32-dtr.md").read_text()
+    assert "| 1 | 1,016,179,144 (0.10100) |" in zoomed and "| yes |" in zoomed
 
 
 def test_a_completed_run_plans_nothing(completed: Path, tmp_path: Path) -> None:
@@ -87,7 +90,14 @@ def test_every_confirmed_region_is_explained_from_its_records(completed: Path) -
         assert pair["retention"]["valid"]
         assert (directory / f"pair-{i}.png").stat().st_size > 0
         assert not (directory / f"pair-{i}.pdf").exists()  # PNG only in the pipeline
-    assert "### 4. Retention" in (directory / "explain.md").read_text()
+        m = pair["mechanism"]
+        first = m["text"].split(". ")[0]
+        difference = abs(pair["fail"]["budget"] - pair["ok"]["budget"])
+        assert f"{difference:,} bytes" in first and f"evicts {m['storage']} (" in first
+        assert f"at step {m['removed_at_step']} " in first
+        assert f"{m['steps_until_failure']} steps later" in first
+    text = (directory / "explain.md").read_text()
+    assert "### 4. Retention" in text and text.count("**Mechanism.**") == 2
     log = (completed / "results" / "logs" / "explain" / "resnet32" / "dtr.log").read_text()
     assert [line.split()[0] for line in log.splitlines()[:2]] == ["[1/2]", "[2/2]"]
 

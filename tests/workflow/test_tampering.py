@@ -97,6 +97,17 @@ def test_an_edited_explanation_fails(completed: Path, tmp_path: Path, capsys) ->
     assert_fails(report, "explanations", pairs[0]["cites"]["fail"])
 
 
+def test_an_edited_mechanism_summary_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = copy / "results" / "explain" / TRACE / "dtr" / "explain.json"
+    pairs = json.loads(path.read_text())
+    pairs[1]["mechanism"]["budget_difference"] += 1
+    path.write_text(json.dumps(pairs))
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    assert_fails(report, "explanations", "pair 1")
+
+
 def test_a_deleted_record_fails(completed: Path, tmp_path: Path, capsys) -> None:
     copy = copy_of(completed, tmp_path)
     path = region_record(copy)

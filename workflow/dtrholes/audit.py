@@ -41,7 +41,8 @@ TITLES = {
     "re-execution": "a seeded sample of records, region edge points included, reruns identically",
     "maps": "map tiles cover their ranges once, match their records, and random budgets inside"
     " random tiles rerun to the tile's outcome",
-    "explanations": "every explained pair states its two runs as the records it cites hold them",
+    "explanations": "every explained pair states its two runs as the records it cites hold them,"
+    " and its mechanism summary as its parts give it",
     "evidence": "every execution ever recorded is in the evidence table, with its status",
 }
 MAP_DRAWS = 3  # tiles per map whose random inner budget the audit reruns
@@ -508,18 +509,26 @@ def _redraw(ctx: Context, where: str, m: maps.Map, t: maps.Tile, budget: int) ->
 
 
 def check_explanations(ctx: Context) -> Check:
-    """Every explained pair states its two runs as the records it cites have them."""
+    """Every explained pair states its two runs as the records it cites have them, and its
+    mechanism summary (budget difference and all) as its parts give it."""
     found = sorted((ctx.options.results / "explain").glob("*/*/explain.json"))
     failures, count = [], 0
     for path in found:
         where = str(path.relative_to(ctx.options.results))
         for i, pair in enumerate(json.loads(path.read_text(encoding="utf-8"))):
             count += 1
-            for run in ("ok", "fail"):
-                problem = _cited_problem(ctx, pair, run)
+            problems = [_cited_problem(ctx, pair, run) for run in ("ok", "fail")]
+            for problem in [*problems, mechanism_problem(pair)]:
                 if problem:
                     failures.append(Failure("explanations", f"{where}: pair {i}", problem))
     return Check("explanations", count, tuple(failures), (f"{len(found)} files",))
+
+
+def mechanism_problem(pair: dict) -> str | None:
+    """Whether an explanation's mechanism summary is not what its other parts give."""
+    if pair.get("mechanism") != explain.mechanism(pair):
+        return "its mechanism summary is not what its divergence, cascade and retention give"
+    return None
 
 
 def _cited_problem(ctx: Context, pair: dict, run: str) -> str | None:

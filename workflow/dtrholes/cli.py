@@ -354,13 +354,20 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     _add_sheet(p)
     p.set_defaults(run=_crosscheck)
 
-    p = sub.add_parser("figures", help="a trace's cliff, zoom and overhead figures (PNG, PDF)")
+    p = sub.add_parser("figures", help="a trace's cliff and overhead figures (PNG, PDF)")
     p.add_argument("--trace", required=True)
-    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
-    p.add_argument("--holes", type=Path, required=True, help="holes table (Parquet)")
-    p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
-    p.add_argument("--out", type=Path, required=True, help="figures directory")
+    _add_figure_inputs(p, "the trace's baseline JSON")
     p.set_defaults(run=_figures)
+
+    p = sub.add_parser("zoom", help="a trace × policy's hole regions: grid (PNG, PDF), table")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--policy", required=True)
+    _add_figure_inputs(p, "the trace's baseline JSON")
+    p.set_defaults(run=_zoom)
+
+    p = sub.add_parser("figure1", help="the study's Figure 1 under DTR (PNG, PDF)")
+    _add_figure_inputs(p, "a baseline JSON per trace drawn", many=True)
+    p.set_defaults(run=_figure1)
 
     p = sub.add_parser("protocol", help="the effective sweep protocol and its history")
     p.add_argument("action", choices=["show", "render", "points"])
@@ -712,12 +719,42 @@ def _crosscheck(args: argparse.Namespace) -> None:
     files.write_text(args.markdown, crosscheck.markdown(table, args.simrd))
 
 
+def _add_figure_inputs(p: argparse.ArgumentParser, baseline: str, many: bool = False) -> None:
+    p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
+    p.add_argument("--holes", type=Path, required=True, help="holes table (Parquet)")
+    more = {"action": "append", "default": []} if many else {"required": True}
+    p.add_argument("--baseline", type=Path, help=baseline, **more)
+    p.add_argument("--out", type=Path, required=True, help="figures directory")
+
+
 def _figures(args: argparse.Namespace) -> None:
     from dtrholes import figures  # plotting libraries load only for commands that plot
 
     peak = stages.read_output(args.baseline)["peak_memory"]
     rows = holes.read_rows(args.records)
     figures.plot_trace(rows, holes.read_rows(args.holes), peak, args.trace, args.out)
+
+
+def _zoom(args: argparse.Namespace) -> None:
+    from dtrholes import figures  # plotting libraries load only for commands that plot
+
+    peak = stages.read_output(args.baseline)["peak_memory"]
+    rows, table = holes.read_rows(args.records), holes.read_rows(args.holes)
+    figures.plot_zoom(rows, table, peak, args.trace, args.policy, args.out)
+
+
+def _figure1(args: argparse.Namespace) -> None:
+    from dtrholes import figures  # plotting libraries load only for commands that plot
+
+    baselines = [stages.read_output(path) for path in args.baseline]
+    peaks = {b["trace"]: b["peak_memory"] for b in baselines}
+    timeouts = {
+        (p.trace, p.budget)
+        for p in paper.load().valid
+        if p.status == "timeout" and p.policy == paper.FIGURE1_POLICY
+    }
+    rows, table = holes.read_rows(args.records), holes.read_rows(args.holes)
+    figures.plot_figure1(rows, table, peaks, timeouts, args.out)
 
 
 def _protocol(args: argparse.Namespace) -> None:

@@ -107,7 +107,8 @@ def explain(
     divergence = _divergence(recorded["ok"].events, recorded["fail"].events)
     cascade = _cascade(fail, recorded["fail"].events, recorded["ok"].events)
     target = _target(cascade, divergence)
-    return {
+    decisive = _decisive(recorded, target, cascade, top)
+    x = {
         "trace": pair.trace.name,
         "trace_sha256": pair.trace.sha256,
         "policy": fail.policy,
@@ -117,21 +118,27 @@ def explain(
         "ok": summary(ok, pair.peak),
         "fail": summary(fail, pair.peak),
         "divergence": divergence,
+        "decisive": decisive,
         "probe": _probe(
-            recorded, window or _default_window(target, divergence, cascade), top, decisions
+            recorded, window or _default_window(decisive, divergence, cascade), top, decisions
         ),
         "cascade": cascade,
         "retention": _retention(pair, runs, fail, target, control),
     }
+    return {"mechanism": mechanism(x), **x}
 
 
-def _default_window(target: dict | None, divergence: dict, cascade: dict) -> tuple[int, int]:
-    """From the step that evicted the storage to retain (else the divergence) to the failure."""
+def _default_window(decisive: dict | None, divergence: dict, cascade: dict) -> tuple[int, int]:
+    """From the first decisive step (the completing run's contrasting decision, the failing
+    run's removal of the storage to retain), else the divergence, to the failure."""
     last = cascade["step"]
-    for start in ((target or {}).get("evicted_at_step"), divergence["step"]):
-        if start is not None:
-            return min(start, last), last
-    return last, last
+    starts = [divergence["step"]]
+    if decisive is not None:
+        contrast = decisive["contrast"]
+        starts = [decisive["removed_at_step"], *([contrast["step"]] if contrast else [])]
+    if starts[0] is None:
+        return last, last
+    return min(*starts, last), last
 
 
 def summary(r: Result, peak: int | None) -> dict:
@@ -253,7 +260,139 @@ def _target(cascade: dict, divergence: dict) -> dict | None:
     chosen = divergence["fail"]
     if chosen is None:
         return None
-    return {"storage": chosen["storage"], "evicted_at_step": chosen["step"]}
+    return {
+        "storage": chosen["storage"],
+        "removed_by": "evict",
+        "evicted_by_decision": chosen["decision"],
+        "evicted_at_step": chosen["step"],
+    }
+
+
+def _decisive(recorded: dict[str, Recording], target: dict | None, cascade: dict, top: int):
+    """The decisions that turn the larger budget into a failure: the failing run's removal of
+    the storage to retain (with its candidates when a decision evicted it), and the completing
+    run's contrasting decision: its last eviction, at or before that removal, of a storage the
+    failing run still holds there, with what the failing run did at that step."""
+    if target is None:
+        return None
+    ok, fail = recorded["ok"].events, recorded["fail"].events
+    number = target["evicted_by_decision"]
+    anchor = _removal(fail, target["storage"], number)
+    contrast = _contrast(ok, fail, anchor)
+    needed = cascade["step"] if cascade["rebuilding"] else None
+    return {
+        "storage": target["storage"],
+        "size": int(fail.event(anchor)["size"]),
+        "removed_by": target["removed_by"],
+        "removed_at_step": target["evicted_at_step"],
+        "needed_at_step": needed,
+        "ok_holds_it": _holds(
+            ok, target["storage"], target["evicted_at_step"] if needed is None else needed
+        ),
+        "eviction": None if number is None else _listed(recorded["fail"], number, top),
+        "contrast": None if contrast is None else _listed(recorded["ok"], contrast, top),
+        "failing_at_contrast": None if contrast is None else _same_allocation(ok, fail, contrast),
+        "completing_at_eviction": None if number is None else _same_allocation(fail, ok, number),
+    }
+
+
+def _decision_at(events: Events, number: int) -> np.ndarray:
+    """The position of decision `number` (numbered from 0), as a one-element array."""
+    positions = events.where("decision")
+    return positions[events.values(positions, "decision") == number]
+
+
+def _removal(events: Events, storage: str, decision: int | None) -> int:
+    """The position of the eviction by `decision` (None: the storage's last eviction or free)."""
+    index = events.storage_names.index(storage)
+    positions = events.where("evict", "free")
+    positions = positions[events.values(positions, "storage") == index]
+    if decision is not None:
+        evicts = events.values(positions, "kind") == KINDS.index("evict")
+        by = np.zeros(len(positions), dtype=bool)
+        by[evicts] = events.values(positions[evicts], "decision") == decision
+        positions = positions[by]
+    return int(positions[-1])
+
+
+def _fate(events: Events, position: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per storage (by index), at `position`: whether it is out of memory (evicted or freed,
+    not rebuilt since), and the step of its last eviction or free (-1: none)."""
+    positions = events.where("evict", "free", "rebuilt")
+    positions = positions[positions <= position][::-1]
+    storages = events.values(positions, "storage").astype(int)
+    seen, last = np.unique(storages, return_index=True)
+    gone = np.zeros(len(events.storage_names), dtype=bool)
+    gone[seen] = events.values(positions[last], "kind") != KINDS.index("rebuilt")
+    removals = positions[events.values(positions, "kind") != KINDS.index("rebuilt")]
+    seen, last = np.unique(events.values(removals, "storage").astype(int), return_index=True)
+    removed = np.full(len(events.storage_names), -1, dtype=np.int64)
+    removed[seen] = events.values(removals[last], "step")
+    return gone, removed
+
+
+def _holds(events: Events, storage: str, step: int) -> bool:
+    """Whether the run holds `storage` (created by then) when `step` begins."""
+    before = events.where("evict", "free", "rebuilt", steps=(0, step - 1))
+    end = int(before[-1]) if len(before) else -1
+    return not bool(_fate(events, end)[0][events.storage_names.index(storage)])
+
+
+def _contrast(ok: Events, fail: Events, anchor: int) -> int | None:
+    """The completing run's last decision at a step up to the failing run's event at `anchor`
+    whose storage the failing run holds at `anchor` and neither evicts nor frees from that step
+    on; its number, or None."""
+    gone, removed = _fate(fail, anchor)
+    decisions = ok.where("decision")
+    steps = ok.values(decisions, "step")
+    upto = steps <= fail.event(anchor)["step"]
+    decisions, steps = decisions[upto], steps[upto]
+    storages = ok.values(decisions, "storage").astype(int)
+    kept = decisions[~gone[storages] & (removed[storages] < steps)]
+    return int(ok.values(kept[-1:], "decision")[0]) if len(kept) else None
+
+
+def _listed(recorded: Recording, number: int, top: int) -> dict | None:
+    """Decision `number` with its best candidates (at least two: the runner-up)."""
+    step = int(recorded.events.values(_decision_at(recorded.events, number), "step")[0])
+    listed = _decisions(recorded.candidates((step, step), (number, number), max(top, 2)))
+    return listed[0] if listed else None
+
+
+ALLOCATION = ("step", "op", "request", "depth")  # what identifies an allocation check in a step
+
+
+def _same_allocation(mine: Events, other: Events, number: int) -> dict:
+    """What the other run did at the allocation check that made decision `number` of this one
+    (the same step, operator, request and depth, as often met before): its shortfall (bytes in
+    use + request - budget; at most 0: it fit) and what it evicted."""
+    decided = int(_decision_at(mine, number)[0])
+    step = int(mine.rows[decided, -1])
+    checks = mine.where("alloc", steps=(step, step))
+    check = checks[checks < decided][-1:]
+    key = _allocation_key(mine, check)
+    same = (_allocation_key(mine, checks) == key).all(axis=1)
+    nth = int(np.count_nonzero(same & (checks < check)))
+    theirs = other.where("alloc", steps=(step, step))
+    theirs = theirs[(_allocation_key(other, theirs) == key).all(axis=1)]
+    found = {"step": step, "op": int(key[0, 1]), "shortfall": None, "evicted": [], "freed": 0}
+    if nth >= len(theirs):
+        return found
+    at = int(theirs[nth])
+    later = other.where("alloc", "fail")
+    end = int(later[later > at][0]) if np.any(later > at) else len(other)
+    evicts = other.where("evict")
+    evicts = evicts[(evicts > at) & (evicts < end)]
+    names = other.values(evicts, "storage").astype(int).tolist()
+    return found | {
+        "shortfall": int(other.values(np.array([at]), "shortfall")[0]),
+        "evicted": [other.storage_names[s] for s in names],
+        "freed": int(other.values(evicts, "size").sum()),
+    }
+
+
+def _allocation_key(events: Events, positions: np.ndarray) -> np.ndarray:
+    return np.stack([events.values(positions, c) for c in ALLOCATION], axis=1)
 
 
 def _probe(
@@ -361,6 +500,219 @@ def _retention(
     }
 
 
+def mechanism(x: dict) -> dict:
+    """The explanation's story in numbers and four or five sentences a reader can quote, from
+    its other parts only (the audit derives it again)."""
+    numbers = _mechanism_numbers(x)
+    return {**numbers, "text": " ".join(_sentences(numbers))}
+
+
+FAILURE = ("step", "op", "outcome", "depth", "pinned", "request", "over_budget")
+
+
+def _mechanism_numbers(x: dict) -> dict:
+    d, c, r = x["decisive"] or {}, x["cascade"], x["retention"]
+    removed = d.get("removed_at_step")
+    return {
+        "budget_difference": x["fail"]["budget"] - x["ok"]["budget"],
+        "storage": d.get("storage"),
+        "size": d.get("size"),
+        "removed_by": d.get("removed_by"),
+        "removed_at_step": removed,
+        "needed_at_step": d.get("needed_at_step"),
+        "steps_until_failure": None if removed is None else c["step"] - removed,
+        "eviction": _eviction_numbers(d.get("eviction"), d.get("completing_at_eviction")),
+        "contrast": _contrast_numbers(d.get("contrast"), d.get("failing_at_contrast")),
+        "failure": {k: c[k] for k in FAILURE},
+        "retention": r
+        and {
+            "outcome": r["intervention"]["outcome"],
+            "overhead": r["intervention"]["overhead"],
+            "valid": r["valid"],
+        },
+    }
+
+
+def _eviction_numbers(e: dict | None, completing: dict | None) -> dict | None:
+    if e is None:
+        return None
+    runner = next((t for t in e["top"] if t["storage"] != e["storage"]), None)
+    return {
+        "completing_shortfall": completing["shortfall"],
+        "completing_evicted": completing["evicted"],
+        "completing_freed": completing["freed"],
+        "step": e["step"],
+        "shortfall": e["shortfall"],
+        "rank": e["rank"],
+        "score": e["score"],
+        "candidates": e["candidates"],
+        "runner_up": runner and runner["storage"],
+        "runner_up_score": runner and runner["score"],
+    }
+
+
+def _contrast_numbers(k: dict | None, failing: dict | None) -> dict | None:
+    if k is None:
+        return None
+    return {
+        "step": k["step"],
+        "storage": k["storage"],
+        "size": k["size"],
+        "shortfall": k["shortfall"],
+        "op": failing["op"],
+        "failing_shortfall": failing["shortfall"],
+        "failing_evicted": failing["evicted"],
+        "failing_freed": failing["freed"],
+    }
+
+
+def _sentences(m: dict) -> list[str]:
+    return [
+        _lead(m),
+        *_contrast_sentence(m),
+        *_eviction_sentence(m),
+        _failure_sentence(m),
+        _retention_sentence(m),
+    ]
+
+
+def _lead(m: dict) -> str:
+    """The first sentence: the budget difference, the storage, its removal and the failure."""
+    diff, f = m["budget_difference"], m["failure"]
+    head = f"The failing budget has {_bytes(abs(diff))} {'more' if diff >= 0 else 'less'} than"
+    head += f" the completing one, {'yet' if diff >= 0 else 'and'} its run"
+    fails = f"fails ({f['outcome'].upper()})"
+    if m["storage"] is None:
+        return f"{head} {fails} at step {f['step']} without an eviction decision of its own."
+    what = f"{m['storage']} ({m['size']:,} bytes) at step {m['removed_at_step']}"
+    removes = "evicts" if m["removed_by"] == "evict" else "frees"
+    n = m["steps_until_failure"]
+    if m["needed_at_step"] is None:
+        return (
+            f"{head} first departs from the completing run's decisions by evicting {what} and"
+            f" {fails} {_later(n)}, at step {f['step']}."
+        )
+    if n == 0:
+        return f"{head} {removes} {what} and {fails} in that same step, which needs it again."
+    return (
+        f"{head} {removes} {what} and {fails} {_later(n)}, when step {m['needed_at_step']}"
+        f" needs {m['storage']} again."
+    )
+
+
+def _later(steps: int) -> str:
+    return "in the same step" if steps == 0 else f"{steps} step{'s' * (steps != 1)} later"
+
+
+def _contrast_sentence(m: dict) -> list[str]:
+    k = m["contrast"]
+    if m["storage"] is None:
+        return []
+    if k is None:
+        return [
+            "Up to that step the completing run evicts nothing that the failing run still holds."
+        ]
+    text = (
+        f"At step {k['step']} the completing run, {_bytes(k['shortfall'])} short, evicts"
+        f" {k['storage']} ({k['size']:,} bytes), which the failing run keeps"
+    )
+    short, evicted = k["failing_shortfall"], k["failing_evicted"]
+    if short is None:
+        return [f"{text}."]
+    same = f"{text}: at the same allocation (operator {k['op']}) it"
+    if short <= 0:
+        spare = "exactly" if short == 0 else f"with {_bytes(-short)} to spare"
+        return [f"{same} fits {spare}."]
+    if m["storage"] in evicted:
+        return [f"{same} is {_bytes(short)} short and evicts {m['storage']} instead."]
+    spare = k["failing_freed"] - short
+    return [
+        f"{same} is {_bytes(short)} short, evicts {_names(evicted)} and fits with"
+        f" {_bytes(spare)} to spare."
+    ]
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} byte{'s' * (n != 1)}"
+
+
+def _names(storages: list[str], most: int = 3) -> str:
+    more = len(storages) - most
+    return ", ".join(storages[:most]) + (f" and {more} more" if more > 0 else "")
+
+
+def _eviction_sentence(m: dict) -> list[str]:
+    e, storage = m["eviction"], m["storage"]
+    if storage is None:
+        return []
+    if e is None:
+        how = "freed" if m["removed_by"] == "free" else "evicted"
+        return [f"The failing run {how} {storage} at step {m['removed_at_step']}."]
+    head = f"Short by {_bytes(e['shortfall'])} at step {e['step']}, the failing run"
+    score = f"score {_score(e['score'])}"
+    if e["rank"] == 1 and e["runner_up"] is not None:
+        text = (
+            f"{head} ranks {storage} first of {e['candidates']:,} candidates ({score}), just"
+            f" ahead of {e['runner_up']} ({_score(e['runner_up_score'])}), and evicts it"
+        )
+    else:
+        rank = f"ranked {e['rank']} of" if e["rank"] else "among"
+        text = f"{head} evicts {storage}, {rank} {e['candidates']:,} candidates ({score})"
+    return [f"{text}{_completing_there(m)}."]
+
+
+def _completing_there(m: dict) -> str:
+    """What the completing run did at the allocation where the failing one evicted the storage,
+    unless the contrasting decision said it already."""
+    e, k = m["eviction"], m["contrast"]
+    short = e["completing_shortfall"]
+    if short is None or (k is not None and k["storage"] in e["completing_evicted"]):
+        return ""
+    if short <= 0:
+        spare = "exactly" if short == 0 else f"with {_bytes(-short)} to spare"
+        return f"; at the same allocation the completing run fits {spare}"
+    spare = e["completing_freed"] - short
+    return (
+        f"; at the same allocation the completing run, {_bytes(short)} short, evicts"
+        f" {_names(e['completing_evicted'])} and fits with {_bytes(spare)} to spare"
+    )
+
+
+def _failure_sentence(m: dict) -> str:
+    f = m["failure"]
+    state = f"{f['depth']} rematerializations deep with {f['pinned']:,} bytes pinned"
+    if f["outcome"] == "oom":
+        end = (
+            f"operator {f['op']}'s request of {f['request']:,} bytes is"
+            f" {f['over_budget']:,} bytes over the budget (OOM)"
+        )
+    else:
+        end = f"the run stops at operator {f['op']} ({f['outcome'].upper()})"
+    if m["needed_at_step"] is None:
+        return f"At step {f['step']}, {state}, {end}."
+    return f"Step {f['step']} rebuilds {m['storage']}: the cascade nests {state}, and {end}."
+
+
+def _retention_sentence(m: dict) -> str:
+    r = m["retention"]
+    if r is None:
+        return "No storage was removed whose retention could be tried."
+    control = (
+        "a control retaining nothing fails exactly as before"
+        if r["valid"]
+        else "a control retaining nothing does not reproduce the failure: the test is invalid"
+    )
+    if r["outcome"] == OK:
+        return (
+            f"Retaining {m['storage']} (never an eviction candidate), the failing budget"
+            f" completes with overhead {r['overhead']:.4f}; {control}."
+        )
+    return (
+        f"Retaining {m['storage']} (never an eviction candidate) does not rescue the failing"
+        f" budget ({r['outcome'].upper()}); {control}."
+    )
+
+
 SHOWN = 12  # rows per list in the Markdown reading; the JSON has them all
 
 
@@ -370,6 +722,8 @@ def markdown(x: dict) -> str:
     lines = [
         f"## {x['trace']} · {x['policy']}: {_budget(ok)} completes, {_budget(fail)} fails"
         f" ({fail['outcome']})",
+        "",
+        f"**Mechanism.** {x['mechanism']['text']}",
         "",
         "### 1. Divergence",
         f"Both runs make the same first {d['common_prefix']} eviction decisions; decision"
@@ -388,7 +742,7 @@ def markdown(x: dict) -> str:
         f" {c['request']:,} bytes with {c['pinned']:,} bytes pinned at nesting depth {c['depth']},"
         f" {c['over_budget']:,} bytes over the budget.",
         "",
-        *_probe_lines(x["probe"]),
+        *_probe_lines(x["probe"], _decisive_rows(x["decisive"])),
         *_cascade_lines(c),
         *_retention_lines(x["retention"]),
     ]
@@ -406,35 +760,58 @@ def _choice(d: dict | None) -> str:
     return f"evicts {d['storage']} ({d['size']:,} bytes) at operator {d['op']}, step {d['step']}"
 
 
-def _probe_lines(p: dict) -> list[str]:
+def _decisive_rows(d: dict | None) -> dict[str, list[tuple[str, dict]]]:
+    """Per run, its decisive decisions with the mark the listing gives them."""
+    rows: dict[str, list[tuple[str, dict]]] = {"ok": [], "fail": []}
+    if d is None:
+        return rows
+    if d["contrast"] is not None:
+        rows["ok"].append(("contrast: the failing run keeps it", d["contrast"]))
+    if d["eviction"] is not None:
+        why = "the failure rebuilds it" if d["needed_at_step"] is not None else "first to differ"
+        rows["fail"].append((f"evicts {d['storage']}: {why}", d["eviction"]))
+    return rows
+
+
+def _probe_lines(p: dict, decisive: dict[str, list[tuple[str, dict]]]) -> list[str]:
     lines = [
         f"### 2. Decision probe (steps {p['first_step']}–{p['last_step']})",
+        "",
+        "Each run's decisive decisions come first (**marked**), then its last decisions.",
         "",
         "| run | decision | step | op | shortfall | chosen (rank / candidates) | top candidates:"
         " storage e* size staleness \\|e*\\| score |",
         "|---|---|---|---|---|---|---|",
     ]
     for run in ("ok", "fail"):
-        decisions = p[run]["decisions"]
-        for d in decisions[-SHOWN:]:
-            top = "<br>".join(
-                f"{c['storage']} {c['e_star']:,} {c['size']:,} {c['staleness']:,}"
-                f" {c['neighbourhood']} {_score(c['score'])}"
-                for c in d["top"]
-            )
-            lines.append(
-                f"| {run} | {d['decision']} | {d['step']} | {d['op']} | {d['shortfall']:,}"
-                f" | {d['storage']} ({d['rank'] or '–'} / {d['candidates']}) | {top} |"
-            )
+        marked = {d["decision"] for _, d in decisive[run]}
+        lines += [_decision_row(run, d, mark) for mark, d in decisive[run]]
+        decisions = [d for d in p[run]["decisions"] if d["decision"] not in marked]
         hidden = len(decisions) - SHOWN
         if hidden > 0:
             lines.append(f"| {run} | … {hidden} earlier decisions in the JSON | | | | | |")
+        lines += [_decision_row(run, d) for d in decisions[-SHOWN:]]
         if p[run]["omitted"]:
             lines.append(
                 f"| {run} | … {p[run]['omitted']} decisions in the window's middle, not listed"
                 " | | | | | |"
             )
     return [*lines, ""]
+
+
+def _decision_row(run: str, d: dict, mark: str | None = None) -> str:
+    top = "<br>".join(
+        f"{c['storage']} {c['e_star']:,} {c['size']:,} {c['staleness']:,}"
+        f" {c['neighbourhood']} {_score(c['score'])}"
+        for c in d["top"]
+    )
+    chosen = f"{d['storage']} ({d['rank'] or '–'} / {d['candidates']})"
+    if mark:
+        chosen = f"**{chosen}: {mark}**"
+    return (
+        f"| {run} | {d['decision']} | {d['step']} | {d['op']} | {d['shortfall']:,}"
+        f" | {chosen} | {top} |"
+    )
 
 
 def _score(score: object) -> str:

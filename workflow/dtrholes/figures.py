@@ -1,19 +1,24 @@
-"""The study's figures per trace: feasibility cliffs, hole-region zooms, overhead by policy."""
+"""The study's figures: feasibility cliffs, hole-region zooms, overheads, Figure 1 under DTR,
+and the mechanism of each explained pair."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402 (the backend is chosen first)
+import matplotlib.patches  # noqa: E402 (the backend is chosen first)
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dtrholes import plan  # noqa: E402
+from dtrholes.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
     "ok": ("completed", "#1b9e77", "o"),
@@ -68,36 +73,144 @@ def cliffs(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str):
     return fig
 
 
-def zooms(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str):
-    """One panel per hole region: its samples in bytes, exact edges as vertical lines."""
-    panels = [
-        (policy, region, edges)
-        for policy in sorted(rows.policy.unique())
-        for region, edges in _regions_with_edges(holes, policy)
-    ]
-    if not panels:
+ZOOM_PANELS, ZOOM_COLUMNS = 12, 3  # regions drawn per trace × policy (the rest: the table)
+
+
+def zoom_regions(holes: pd.DataFrame, policy: str) -> list[tuple[dict, list[dict]]]:
+    """The policy's hole regions in budget order, each with the exact edges inside its brackets."""
+    found = []
+    for region, edges in _regions_with_edges(holes, policy):
+        low, high = region["ok_below"], region["ok_above"]
+        found.append((region, [e for e in edges if low <= e["below"] <= high]))
+    return found
+
+
+def drawn(regions: list[tuple[dict, list[dict]]]) -> list[int]:
+    """The regions a zoom draws, by index: the ZOOM_PANELS with the most failing samples (the
+    lower one first on ties), in budget order."""
+    order = sorted(range(len(regions)), key=lambda i: (-regions[i][0]["failing"], i))
+    return sorted(order[:ZOOM_PANELS])
+
+
+def zooms(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str, policy: str):
+    """A grid of hole regions of one trace × policy (at most ZOOM_PANELS; `zoom_table` lists
+    them all): each region's samples against the budget ratio, exact edges dashed."""
+    regions = zoom_regions(holes, policy)
+    shown = drawn(regions)
+    if not shown:
         fig, ax = plt.subplots(figsize=(6, 1.5))
         ax.axis("off")
-        ax.text(0.5, 0.5, f"{trace}: no hole region in the sampled series", ha="center")
+        ax.text(0.5, 0.5, f"{trace} · {policy}: no hole region", ha="center")
         return fig
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels) + 0.6), squeeze=False)
-    for ax, (policy, region, edges) in zip(axes[:, 0], panels, strict=True):
-        low, high = region["ok_below"], region["ok_above"]
-        mine = rows[(rows.policy == policy) & rows.budget.between(low, high)]
-        _scatter_outcomes(ax, mine.assign(level=0), "budget", "level")
-        for edge in edges:
-            if low <= edge["below"] <= high:
-                ax.axvline(edge["below"] + 0.5, color="black", lw=0.8, ls="--")
-        ax.set_yticks([])
-        ax.set_title(
-            f"{policy}: {region['failing']} failing samples, "
-            f"{low / peak:.4f}–{high / peak:.4f} of peak",
-            fontsize=9,
-        )
-        ax.set_xlabel("budget (bytes); dashed: exact edges")
-    _legend(fig, axes)
-    fig.suptitle(f"{trace}: hole regions")
+    columns = min(ZOOM_COLUMNS, len(shown))
+    lines = -(-len(shown) // columns)
+    fig, axes = plt.subplots(
+        lines, columns, figsize=(4 * columns, 2.3 * lines + 0.9), squeeze=False
+    )
+    mine = rows[rows.policy == policy]
+    for ax, i in zip(axes.flat, shown, strict=False):
+        _zoom_panel(ax, mine, regions[i], peak, i + 1)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.axis("off")
+    _legend(fig, axes[:, :1])
+    more = f"; {len(regions) - len(shown)} more in the table" if len(regions) > len(shown) else ""
+    fig.suptitle(f"{trace} · {policy}: {len(regions)} hole regions{more} (dashed: exact edges)")
     return fig
+
+
+def _zoom_panel(ax, rows: pd.DataFrame, found: tuple[dict, list[dict]], peak: int, n: int):
+    region, edges = found
+    low, high = region["ok_below"], region["ok_above"]
+    inside = rows[rows.budget.between(low, high)]
+    _scatter_outcomes(ax, inside.assign(level=0, x=inside.budget / peak), "x", "level")
+    for edge in edges:
+        ax.axvline((edge["below"] + 0.5) / peak, color="black", lw=0.8, ls="--")
+    ax.set_yticks([])
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
+    ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+    ax.set_title(f"region {n}: {region['failing']} failing samples", fontsize=9)
+    ax.set_xlabel("budget (fraction of peak)", fontsize=8)
+    ax.tick_params(labelsize=8)
+
+
+def zoom_table(holes: pd.DataFrame, peak: int, trace: str, policy: str) -> str:
+    """Every hole region of one trace × policy as a Markdown table, drawn or not."""
+    regions = zoom_regions(holes, policy)
+    shown = set(drawn(regions))
+    lines = [
+        f"# {trace} · {policy}: hole regions",
+        "",
+        "| region | completes below | first failing | last failing | completes above"
+        " | failing samples | exact edges (bytes) | drawn |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, (r, edges) in enumerate(regions):
+        cells = [r["ok_below"], r["first_fail"], r["last_fail"], r["ok_above"]]
+        budgets = " | ".join(f"{b:,} ({b / peak:.5f})" for b in cells)
+        cuts = ", ".join(f"{e['below']:,}/{e['above']:,}" for e in edges) or "–"
+        lines.append(
+            f"| {i + 1} | {budgets} | {r['failing']} | {cuts} | {'yes' if i in shown else 'no'} |"
+        )
+    if not regions:
+        lines.append("| – | | | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+MARGIN = 0.3  # context either side of a panel's regions, as a share of their span
+
+
+def figure1(panels: list[tuple[str, pd.DataFrame, pd.DataFrame, int]], timeouts: set[tuple]):
+    """The study's Figure 1 for DTR: per trace (name, sampled rows, holes, peak), outcome
+    against budget with the nesting depth at peak pinned memory on y, around its regions,
+    regions shaded, exact edges dashed, and ringed the samples where the study timed out
+    (`timeouts`: (trace, budget)) and this run resolved."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.6 * len(panels) + 0.8), squeeze=False)
+    for ax, (trace, rows, holes, peak) in zip(axes[:, 0], panels, strict=True):
+        _figure1_panel(ax, trace, rows[rows.policy == FIGURE1_POLICY], holes, peak, timeouts)
+    _legend(fig, axes)
+    fig.suptitle(f"Feasibility against budget under {FIGURE1_POLICY} (the study's Figure 1)")
+    return fig
+
+
+def _figure1_panel(ax, trace, rows, holes, peak, timeouts) -> None:
+    regions = zoom_regions(holes, FIGURE1_POLICY)
+    low, high = _window([r for r, _ in regions], rows)
+    shown = rows[rows.budget.between(low, high)].assign(x=lambda r: r.budget / peak)
+    for region, edges in regions:
+        ax.axvspan(
+            region["first_fail"] / peak, region["last_fail"] / peak, color="#d95f02", alpha=0.12
+        )
+        for edge in edges:
+            ax.axvline((edge["below"] + 0.5) / peak, color="black", lw=0.8, ls="--")
+    _scatter_outcomes(ax, shown, "x", "peak_pinned_depth")
+    studied = shown.budget.map(lambda budget: (trace, budget) in timeouts)
+    resolved = shown[studied & (shown.outcome != "timeout")]
+    if len(resolved):
+        ax.scatter(
+            resolved.x,
+            resolved.peak_pinned_depth,
+            s=110,
+            facecolors="none",
+            edgecolors="black",
+            lw=1.1,
+            label="study timed out, resolved here",
+            zorder=4,
+        )
+    ax.set_xlim(low / peak, high / peak)
+    ax.set_title(f"{trace}: {len(regions)} hole region{'s' * (len(regions) != 1)}", fontsize=10)
+    ax.set_ylabel("depth at peak\npinned memory", fontsize=8)
+    ax.set_xlabel(
+        "budget (fraction of peak memory); shaded: regions, dashed: exact edges", fontsize=8
+    )
+
+
+def _window(regions: list[dict], rows: pd.DataFrame) -> tuple[float, float]:
+    """The budgets a Figure 1 panel shows: its regions with context, else every sample."""
+    if not regions:
+        return float(rows.budget.min()), float(rows.budget.max())
+    low = min(r["ok_below"] for r in regions)
+    high = max(r["ok_above"] for r in regions)
+    return low - MARGIN * (high - low), high + MARGIN * (high - low)
 
 
 def overheads(rows: pd.DataFrame, trace: str):
@@ -148,76 +261,252 @@ def save(
 
 
 def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, out: Path) -> None:
-    """All three figures of one trace under `out` (cliffs, zoom and overhead, PNG and PDF), from
-    the rows of the records and holes tables."""
+    """The cliffs and overhead figures of one trace under `out` (PNG and PDF), from the rows
+    of the records and holes tables."""
     rows = sampled(pd.DataFrame(records), trace)
-    table = pd.DataFrame(holes)
-    mine = table[table.trace == trace]
-    save(cliffs(rows, mine, peak, trace), out / f"cliffs-{trace}")
-    save(zooms(rows, mine, peak, trace), out / f"zoom-{trace}")
+    save(cliffs(rows, _of_trace(holes, trace), peak, trace), out / f"cliffs-{trace}")
     save(overheads(rows, trace), out / f"overhead-{trace}")
 
 
-def explanation(
-    x: dict, stem: Path, rows: int = 18, suffixes: tuple[str, ...] = (".png", ".pdf")
+def plot_zoom(
+    records: list[dict], holes: list[dict], peak: int, trace: str, policy: str, out: Path
+) -> None:
+    """One trace × policy's region zooms under `out`: the grid (PNG and PDF) and the table
+    of every region (Markdown)."""
+    rows, mine = sampled(pd.DataFrame(records), trace), _of_trace(holes, trace)
+    stem = out / f"zoom-{trace}-{policy}"
+    save(zooms(rows, mine, peak, trace, policy), stem)
+    stem.with_suffix(".md").write_text(zoom_table(mine, peak, trace, policy), encoding="utf-8")
+
+
+def plot_figure1(
+    records: list[dict], holes: list[dict], peaks: dict[str, int], timeouts: set, out: Path
 ) -> list[Path]:
-    """One explained pair: the completing and the failing run side by side, one row per
-    decisive step of the probe window (the last `rows` of them), naming what each step evicted
-    and rematerialized; the retained storage in red, the failure marked."""
-    runs = ("ok", "fail")
-    by_step = {run: {s["step"]: s for s in x["probe"][run]["steps"]} for run in runs}
-    steps = sorted(set().union(*by_step.values()))[-rows:]
-    target = (x["retention"] or {}).get("storage")
-    width, height = 11, 0.42 * len(steps) + 1.6
-    fig, ax = plt.subplots(figsize=(width, height))
-    # Margins in inches: the step labels on the left, the titles on top, and on the right
-    # the cells' text running past the axes. tight_layout would draw the figure once more, a
-    # fifth of its time (explanations draw hundreds).
-    fig.subplots_adjust(
-        left=1.0 / width, right=1 - 2.0 / width, bottom=0.1 / height, top=1 - 0.75 / height
-    )
-    for column, run in enumerate(runs):
-        for row, step in enumerate(steps):
-            cell = by_step[run].get(step)
-            if cell is not None:
-                _explanation_cell(ax, column, row, cell, target)
-    ax.set_xlim(-0.05, 2)
-    ax.set_ylim(len(steps) - 0.5, -0.5)
-    ax.set_yticks(range(len(steps)), [f"step {s}" for s in steps])
-    ax.set_xticks([0.45, 1.45], [_run_title(x[run], run) for run in runs])
-    ax.xaxis.tick_top()
-    ax.tick_params(length=0)
-    for side in ("right", "bottom", "left"):
-        ax.spines[side].set_visible(False)
-    ax.axvline(0.97, color="#cccccc", lw=0.8)
-    fig.suptitle(
-        f"{x['trace']} · {x['policy']}: why {x['fail']['budget']:,} bytes fails where"
-        f" {x['ok']['budget']:,} completes (retained storage in red)",
-        fontsize=10,
-    )
+    """The study's Figure 1 for DTR, a panel per trace of FIGURE1 that `peaks` has."""
+    table = pd.DataFrame(records)
+    panels = [(t, sampled(table, t), _of_trace(holes, t), peaks[t]) for t in FIGURE1 if t in peaks]
+    return save(figure1(panels, timeouts), out / f"figure1-{FIGURE1_POLICY}")
+
+
+def _of_trace(holes: list[dict], trace: str) -> pd.DataFrame:
+    table = pd.DataFrame(holes)
+    return table[table.trace == trace] if len(table) else table
+
+
+BOX = {  # face and edge colour of the mechanism figure's boxes
+    "step": ("#f2f2f2", "#888888"),
+    "decisive": ("#fff2cc", "#d95f02"),
+    "oom": ("#f4cccc", "#c0392b"),
+    "ok": ("#d9ead3", "#1b9e77"),
+}
+ROW, BOX_HEIGHT, LINE = 1.55, 1.15, 62  # inches per row and per box; characters per line
+
+
+def explanation(x: dict, stem: Path, suffixes: tuple[str, ...] = (".png", ".pdf")) -> list[Path]:
+    """One explained pair as the study drew its Figure 2: a column per run (completing,
+    failing), a row per decisive step (steps that coincide share one), boxes with the numbers,
+    arrows down, the failure in red, completion in green, the retention result below. Laid out
+    by hand (fixed sizes, no tight_layout), so the same explanation gives the same file."""
+    rows = mechanism_rows(x)
+    width, height = 10.0, 1.25 + ROW * len(rows) + 0.75
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)  # inches from the top
+    ax.axis("off")
+    _figure_text(ax, width / 2, 0.3, _mechanism_title(x), 11, weight="bold")
+    for column, run in enumerate(("ok", "fail")):
+        _figure_text(ax, _column_centre(column), 0.8, _column_title(x[run], run), 9.5)
+    for i, (step, cells) in enumerate(rows):
+        top = 1.2 + ROW * i
+        _figure_text(ax, 0.45, top + BOX_HEIGHT / 2, f"step {step}", 9.5, weight="bold")
+        for column, (text, kind) in enumerate(cells):
+            _box(ax, column, top, text, kind)
+            if i + 1 < len(rows):
+                ax.annotate(
+                    "",
+                    xy=(_column_centre(column), top + ROW),
+                    xytext=(_column_centre(column), top + BOX_HEIGHT),
+                    arrowprops={"arrowstyle": "-|>", "color": "#555555", "lw": 1.2},
+                )
+    footer = _retention_footer(x)
+    _figure_text(ax, width / 2, height - 0.4, footer, 9.5, colour=_footer_colour(x))
     return save(fig, stem, suffixes, tight=False)
 
 
-def _run_title(run: dict, name: str) -> str:
-    ratio = f" ({run['ratio']:.4f} of peak)" if run["ratio"] is not None else ""
-    label = "completes" if name == "ok" else run["outcome"].upper()
-    return f"{run['budget']:,} bytes{ratio}: {label}"
+def _column_centre(column: int) -> float:
+    return 3.05 + 4.4 * column
 
 
-def _explanation_cell(ax, column: int, row: int, cell: dict, target: str | None) -> None:
-    evicted = cell["evicted"]
-    text = "evicts " + ", ".join(evicted[:4]) + (" …" if len(evicted) > 4 else "")
-    text = text if evicted else ""
-    if cell["remats"]:
-        text += f"  · {cell['remats']} remats, depth {cell['depth']}"
-    if "failed" in cell:
-        f = cell["failed"]
-        text += f"  · {f['outcome'].upper()} at op {f['op']}, depth {f['depth']}"
-    colour = "#c0392b" if target in evicted or "failed" in cell else "black"
+def _box(ax, column: int, top: float, text: str, kind: str) -> None:
+    face, edge = BOX[kind]
+    left = _column_centre(column) - 2.1
+    ax.add_patch(
+        matplotlib.patches.FancyBboxPatch(
+            (left, top),
+            4.2,
+            BOX_HEIGHT,
+            boxstyle="round,pad=0,rounding_size=0.08",
+            facecolor=face,
+            edgecolor=edge,
+            lw=1.3,
+        )
+    )
+    _figure_text(ax, _column_centre(column), top + BOX_HEIGHT / 2, text, 8.5)
+
+
+def _figure_text(ax, x: float, y: float, text: str, size: float, **style) -> None:
+    colour = style.pop("colour", "black")
     # Storage names such as x1$$ are text, not mathtext.
     ax.text(
-        column, row, text.strip(" ·"), va="center", fontsize=7.5, color=colour, parse_math=False
+        x,
+        y,
+        text,
+        ha="center",
+        va="center",
+        fontsize=size,
+        color=colour,
+        parse_math=False,
+        linespacing=1.35,
+        **style,
     )
+
+
+def mechanism_rows(x: dict) -> list[tuple[int, list[tuple[str, str]]]]:
+    """The figure's rows: per decisive step, each run's box text and kind (see BOX)."""
+    m = x["mechanism"]
+    cells: dict[int, dict[str, list[str]]] = {}
+
+    def add(step: int, ok: str | None, fail: str | None) -> None:
+        row = cells.setdefault(step, {"ok": [], "fail": []})
+        row["ok"] += [ok] if ok else []
+        row["fail"] += [fail] if fail else []
+
+    if m["contrast"] is not None:
+        add(m["contrast"]["step"], *_contrast_cells(m))
+    if m["storage"] is not None:
+        add(m["removed_at_step"], _ok_at_removal(x), _removal_cell(m))
+    add(m["failure"]["step"], _ok_end(x), _failure_cell(m))
+    last = m["failure"]["step"]
+    rows = []
+    for step in sorted(cells):
+        kinds = {"ok": "ok" if step == last else "step", "fail": "oom" if step == last else "step"}
+        if step == m["removed_at_step"] and step != last:
+            kinds["fail"] = "decisive"
+        texts = {run: "\n".join(_wrapped(cells[step][run]) or ["–"]) for run in kinds}
+        rows.append((step, [(texts[run], kinds[run]) for run in ("ok", "fail")]))
+    return rows
+
+
+def _wrapped(parts: list[str]) -> list[str]:
+    return [line for part in parts for line in textwrap.wrap(part, LINE)]
+
+
+def _contrast_cells(m: dict) -> tuple[str, str]:
+    k = m["contrast"]
+    ok = (
+        f"{k['shortfall']:,} B short: evicts {k['storage']} ({k['size']:,} B)"
+        f" — the failing run keeps it"
+    )
+    short = k["failing_shortfall"]
+    if short is None:
+        return ok, f"keeps {k['storage']}"
+    if short <= 0:
+        fit = "fits exactly" if short == 0 else f"fits, {-short:,} B to spare"
+        return ok, f"same allocation (op {k['op']}): {fit}; keeps {k['storage']}"
+    if m["storage"] in k["failing_evicted"]:
+        return ok, f"keeps {k['storage']}"
+    spare = k["failing_freed"] - short
+    return ok, (
+        f"same allocation (op {k['op']}): {short:,} B short, evicts"
+        f" {len(k['failing_evicted'])}, fits with {spare:,} B to spare; keeps {k['storage']}"
+    )
+
+
+def _removal_cell(m: dict) -> str:
+    e, storage = m["eviction"], m["storage"]
+    if e is None:
+        return f"frees {storage} ({m['size']:,} B): its last reference is released"
+    if e["rank"] == 1 and e["runner_up"] is not None:
+        rank = (
+            f"ranked 1st of {e['candidates']:,} (score {_short_score(e['score'])}), runner-up"
+            f" {e['runner_up']} ({_short_score(e['runner_up_score'])})"
+        )
+    else:
+        rank = f"rank {e['rank'] or '–'} of {e['candidates']:,}, score {_short_score(e['score'])}"
+    return f"{e['shortfall']:,} B short: evicts {storage} ({m['size']:,} B), {rank}"
+
+
+def _ok_at_removal(x: dict) -> str | None:
+    d, m = x["decisive"], x["mechanism"]
+    shared = {m["failure"]["step"], m["contrast"] and m["contrast"]["step"]}
+    if m["removed_at_step"] in shared:  # that row's box already says what it holds
+        return None
+    keeps = f"keeps {m['storage']}" if d["ok_holds_it"] else ""
+    short = m["eviction"] and m["eviction"]["completing_shortfall"]
+    if short is None:
+        return keeps or None
+    if short <= 0:
+        fit = "fits exactly" if short == 0 else f"fits, {-short:,} B to spare"
+    else:
+        fit = f"{short:,} B short, evicts {len(m['eviction']['completing_evicted'])}"
+    return f"same allocation: {fit}" + (f"; {keeps}" if keeps else "")
+
+
+def _ok_end(x: dict) -> str:
+    ok, m = x["ok"], x["mechanism"]
+    held = ""
+    if m["needed_at_step"] is not None:
+        held = f"{m['storage']} " + ("in memory; " if x["decisive"]["ok_holds_it"] else "rebuilt; ")
+    return f"{held}completes: overhead {ok['overhead']:.4f}, max depth {ok['max_depth']}"
+
+
+def _failure_cell(m: dict) -> str:
+    f = m["failure"]
+    needs = f"needs {m['storage']}: " if m["needed_at_step"] is not None else ""
+    cascade = f"{needs}cascade {f['depth']} deep, {f['pinned']:,} B pinned"
+    if f["outcome"] == "oom":
+        return (
+            f"{cascade}; op {f['op']} asks {f['request']:,} B, {f['over_budget']:,} B over"
+            " the budget: OOM"
+        )
+    return f"{cascade}: {f['outcome'].upper()}"
+
+
+def _short_score(score: object) -> str:
+    return score if isinstance(score, str) else f"{score:.4g}"
+
+
+def _mechanism_title(x: dict) -> str:
+    diff = x["mechanism"]["budget_difference"]
+    return (
+        f"{x['trace']} · {x['policy']}: {x['fail']['budget']:,} B fails where"
+        f" {x['ok']['budget']:,} B completes ({diff:+,} B)"
+    )
+
+
+def _column_title(run: dict, name: str) -> str:
+    ratio = f" ({run['ratio']:.4f} of peak)" if run["ratio"] is not None else ""
+    label = "completing run" if name == "ok" else "failing run"
+    return f"{label}: {run['budget']:,} B{ratio}"
+
+
+def _retention_footer(x: dict) -> str:
+    r, storage = x["mechanism"]["retention"], x["mechanism"]["storage"]
+    if r is None:
+        return "No storage removed whose retention could be tried."
+    control = (
+        "control retaining nothing: fails as before" if r["valid"] else "control differs: invalid"
+    )
+    outcome = (
+        f"completes, overhead {r['overhead']:.4f}" if r["outcome"] == "ok" else r["outcome"].upper()
+    )
+    return f"Retaining {storage} at the failing budget: {outcome} ({control})"
+
+
+def _footer_colour(x: dict) -> str:
+    r = x["mechanism"]["retention"]
+    return BOX["ok"][1] if r and r["outcome"] == "ok" and r["valid"] else BOX["oom"][1]
 
 
 MAP_COLOURS = {"ok": "#1b9e77", "oom": "#d95f02", "thrashed": "#7570b3"}

@@ -40,6 +40,8 @@ REGION_STAGES = ("A", "B", "C", "D", "E", "F")  # Table 1: where the regions com
 CONFIRMING = ("D", "E", "F")  # Table 1: where the repeats that confirm them come from
 DEV_TRACE = "resnet32"  # Table 1's development row: regions and repeats from the dev sweep
 REPEATS = 3  # runs a confirmation point needs (at least two of them resolved, none disagreeing)
+FIGURE1 = ("resnet32", "inceptionv4", "unet")  # the traces of the study's Figure 1
+FIGURE1_POLICY = "dtr"  # its policy
 
 Key = tuple[str, str, str, int, int]  # our stage, trace, policy, budget, repeat
 

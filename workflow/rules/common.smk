@@ -252,8 +252,31 @@ def protocol_render():
     return f"results/protocol/{PROTOCOL.version}.json"
 
 
-FIGURES = ("cliffs", "zoom", "overhead")
+FIGURES = ("cliffs", "overhead")
 FIGURED = list(dict.fromkeys(t for t, _ in SERIES))  # the traces with a sampled series
+
+
+def figure1_traces():
+    """The traces of the study's Figure 1 with a sampled series under DTR."""
+    return [t for t in paper.FIGURE1 if (t, paper.FIGURE1_POLICY) in SERIES]
+
+
+def figure1_baselines():
+    return [f"results/baselines/{t}.json" for t in figure1_traces()]
+
+
+def figure1_option():
+    return " ".join(f"--baseline {path}" for path in figure1_baselines())
+
+
+def figure_outputs():
+    """Every figure's PDF: per trace, per trace × policy (zooms), and Figure 1 if it has a
+    trace."""
+    return [
+        *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in FIGURED),
+        *(f"results/figures/zoom-{t}-{p}.pdf" for t, p in SERIES),
+        *(["results/figures/figure1-dtr.pdf"] if figure1_traces() else []),
+    ]
 TABLES = ("holes", "comparison", "crosscheck", "paper")
 
 
@@ -266,7 +289,7 @@ def all_outputs():
         "results/tables/paper.md",
         "results/audit/audit.md",
         protocol_render(),
-        *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in FIGURED),
+        *figure_outputs(),
         *series_outputs("explain", suffix=""),
         *map_targets(),
     ]
