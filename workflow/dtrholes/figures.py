@@ -17,7 +17,7 @@ import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from dtrholes import plan  # noqa: E402
+from dtrholes import files, plan  # noqa: E402
 from dtrholes.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
@@ -114,7 +114,8 @@ def zooms(rows: pd.DataFrame, holes: pd.DataFrame, peak: int, trace: str, policy
         ax.axis("off")
     _legend(fig, axes[:, :1])
     more = f"; {len(regions) - len(shown)} more in the table" if len(regions) > len(shown) else ""
-    fig.suptitle(f"{trace} · {policy}: {len(regions)} hole regions{more} (dashed: exact edges)")
+    counted = f"{len(regions)} hole region{'s' * (len(regions) != 1)}"
+    fig.suptitle(f"{trace} · {policy}: {counted}{more} (dashed: exact edges)")
     return fig
 
 
@@ -255,7 +256,8 @@ def save(
         fig.tight_layout(rect=(0, 0, 0.88, 0.97))
     paths = [stem.with_suffix(suffix) for suffix in suffixes]
     for path in paths:
-        fig.savefig(path, **FORMATS[path.suffix])
+        with files.atomic(path) as tmp:
+            fig.savefig(tmp, format=path.suffix[1:], **FORMATS[path.suffix])
     plt.close(fig)
     return paths
 
@@ -276,7 +278,7 @@ def plot_zoom(
     rows, mine = sampled(pd.DataFrame(records), trace), _of_trace(holes, trace)
     stem = out / f"zoom-{trace}-{policy}"
     save(zooms(rows, mine, peak, trace, policy), stem)
-    stem.with_suffix(".md").write_text(zoom_table(mine, peak, trace, policy), encoding="utf-8")
+    files.write_text(stem.with_suffix(".md"), zoom_table(mine, peak, trace, policy))
 
 
 def plot_figure1(
