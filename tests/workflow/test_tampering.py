@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_an_edited_map_tile_fails(completed: Path, tmp_path: Path, capsys) -> No
     maps.write(dataclasses.replace(m, tiles=tuple(flipped)), path)
     status, report, _ = audit(copy, capsys, tmp_path)
     failed = {c["name"] for c in report["checks"] if not c["passed"]}
-    assert status == 1 and failed == {"maps"}
+    assert status == 1 and failed == {"maps", "claims"}  # the maps tables differ from the map's
 
 
 def test_an_edited_explanation_fails(completed: Path, tmp_path: Path, capsys) -> None:
@@ -205,3 +206,30 @@ def test_an_edited_comparison_with_the_study_fails(completed: Path, tmp_path: Pa
     shutil.copy(completed / "results" / "tables" / "paper.parquet", table)
     status, report, _ = audit(copy, capsys, tmp_path)
     assert status == 1 and any("tables/paper.md" in f for f in failures(report, "claims"))
+
+
+def test_an_edited_maps_table_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    markdown = copy / "results" / "tables" / "maps.md"
+    text = markdown.read_text()
+    count = int(re.search(r"not monotone: (\d+) holes", text).group(1))
+    markdown.write_text(text.replace(f"{count} holes", f"{count - 1} holes", 1))
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1 and any("tables/maps.md" in f for f in failures(report, "claims"))
+
+
+@pytest.mark.parametrize("table, column", [("map-holes", "width"), ("maps", "widest_hole")])
+def test_an_edited_hole_width_fails(
+    completed: Path, tmp_path: Path, capsys, table: str, column: str
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = copy / "results" / "tables" / f"{table}.parquet"
+    rows = pq.read_table(path)
+    widths = rows.column(column).to_pylist()
+    edited = [widths[0] - 1, *widths[1:]]
+    pq.write_table(rows.set_column(rows.column_names.index(column), column, [edited]), path)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    named = [f for f in failures(report, "claims") if f"tables/{table}.parquet" in f]
+    assert named and column in named[0], failures(report, "claims")
+
