@@ -233,3 +233,63 @@ def test_an_edited_hole_width_fails(
     named = [f for f in failures(report, "claims") if f"tables/{table}.parquet" in f]
     assert named and column in named[0], failures(report, "claims")
 
+
+def unsampled_record(directory: Path, output: str, wanted: str) -> Path:
+    """A record that a job output (or map) lists, whose run ended `wanted`, and that the
+    audit does not rerun: a field only its file holds is checked by its sha256 alone."""
+    results = directory / "results"
+    rerun = set(json.loads((results / "audit" / "audit.json").read_text())["rerun"])
+    if output.endswith(".parquet"):
+        listed = pq.read_table(results / output, columns=["run_id"]).column("run_id").to_pylist()
+    else:
+        listed = json.loads((results / output).read_text())["run_ids"]
+    for run_id in listed:
+        path = results / "records" / f"{run_id}.json"
+        result = json.loads(path.read_text())["result"]
+        if run_id and run_id not in rerun and result and result["outcome"] == wanted:
+            return path
+    raise AssertionError(f"no {wanted} record outside the rerun sample in {output}")
+
+
+@pytest.mark.parametrize(
+    "output, wanted, field",
+    [
+        (f"stage_a/{TRACE}/nbhd-penalty/job0.json", "ok", "remat_compute"),
+        (f"edges/{TRACE}/dtr.json", "oom", "heuristic_evals"),
+        (f"maps/{TRACE}/dtr.parquet", "oom", "failure"),
+    ],
+)
+def test_a_field_no_table_carries_edited_in_an_unsampled_record_fails(
+    completed: Path, tmp_path: Path, capsys, output: str, wanted: str, field: str
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = unsampled_record(copy, output, wanted)
+    record = json.loads(path.read_text())
+    if field == "failure":
+        record["result"]["failure"]["pinned"] += 1
+    else:
+        record["result"][field] += 1
+    path.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    status, report, printed = audit(copy, capsys, tmp_path)
+    assert status == 1 and path.stem not in report["rerun"]
+    named = [f for f in failures(report, "records") if path.stem in f]
+    assert named and f"records/{path.name}" in named[0] and f"{output} states" in named[0], printed
+
+
+def test_job_outputs_from_before_checksums_say_how_to_rebuild_them(
+    completed: Path, tmp_path: Path, capsys
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    edges = copy / "results" / "edges" / TRACE / "dtr.json"
+    older = json.loads(edges.read_text())
+    del older["record_sha256"]
+    edges.write_text(json.dumps(older, sort_keys=True, indent=1) + "\n")
+    path = copy / "results" / "maps" / TRACE / "dtr.parquet"
+    maps.write(dataclasses.replace(maps.read(path), record_sha256=None), path)
+    status, report, printed = audit(copy, capsys, tmp_path)
+    assert status == 1 and "Traceback" not in printed
+    found = failures(report, "records")
+    for output, rule in ((edges, "find_edges"), (path, "map_chunk")):
+        rel = str(output.relative_to(copy / "results"))
+        named = [f for f in found if rel in f and "before job outputs stated" in f]
+        assert named and f"snakemake --forcerun {rule}" in named[0], found

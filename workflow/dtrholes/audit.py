@@ -32,14 +32,24 @@ from simulator import Result, Trace, UserError, parse_trace
 
 SEED = 20261129
 STAGE_OF = {"edges": "edge", "repeats": "repeat"}  # and stage_<x>: the stage X's records
+# The rule writing each kind of job output (stage: stage_<x>; a merged map states what its
+# chunks state).
+REBUILT_BY = {
+    "stage": "sweep_stage",
+    "edges": "find_edges",
+    "repeats": "repeat_regions",
+    "maps": "map_chunk",
+}
 TITLES = {
-    "records": "every record file is a valid, unique record; every listed record exists",
+    "records": "every record file is a valid, unique record; every listed record exists, with"
+    " the bytes whose sha256 its job output states",
     "provenance": "trace bytes and checksums, protocol versions and code versions are on file",
     "claims": "the records table, job outputs and tables are derived again from the records",
     "re-execution": "a seeded sample of records, region edge points included, reruns identically",
     "maps": "map tiles cover their ranges once, match their records, and random budgets inside"
     " random tiles rerun to the tile's outcome",
-    "explanations": "every explained pair states its two runs as the records it cites hold them",
+    "explanations": "every explained pair states its two runs as the records it cites hold them,"
+    " records a job output lists",
     "evidence": "every execution ever recorded is in the evidence table, with its status",
 }
 MAP_DRAWS = 3  # tiles per map whose random inner budget the audit reruns
@@ -130,6 +140,9 @@ def check_records(ctx: Context) -> Check:
     failures += _duplicates(ctx.inv.files)
     for rel, run_ids in ctx.inv.outputs.items():
         failures += _listed_failures(ctx, rel, run_ids)
+    digests = {f.record["run_id"]: f.sha256 for f in ctx.inv.files if f.canonical}
+    for rel, run_ids in [*ctx.inv.outputs.items(), *ctx.inv.maps.items()]:
+        failures += _checksum_failures(rel, run_ids, ctx.inv.sha256.get(rel), digests)
     partial = sum(f.partial for f in ctx.inv.files)
     notes = (f"{partial} partial files of interrupted writes (no record)",) if partial else ()
     return Check("records", len(ctx.inv.files), tuple(failures), notes)
@@ -191,6 +204,30 @@ def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure
         stage = STAGE_OF.get(kind) or kind.removeprefix("stage_").upper()
         if found != (stage, trace, policy):
             message = f"listed by {rel} but a {'/'.join(found)} run"
+            failures.append(Failure("records", f"record {run_id}", message))
+    return failures
+
+
+def _checksum_failures(
+    rel: str, run_ids: list[str], stated: dict[str, str] | None, digests: dict[str, str]
+) -> list[Failure]:
+    """Each listed record file whose bytes are not those the job output states (a missing
+    one is reported as missing)."""
+    if stated is None:
+        rule = REBUILT_BY[evidence.series_of(rel)[0].partition("_")[0]]
+        message = (
+            "written before job outputs stated their records' sha256: rebuild it from its"
+            f" records (none is rerun) with `snakemake --forcerun {rule}`"
+        )
+        return [Failure("records", rel, message)]
+    failures = []
+    for run_id in dict.fromkeys(run_ids):
+        found, wanted = digests.get(run_id), stated.get(run_id)
+        if found is not None and found != wanted:
+            message = (
+                f"file records/{run_id}.json has sha256 {found}, {rel} states"
+                f" {wanted or 'none'}: edited after the job wrote it"
+            )
             failures.append(Failure("records", f"record {run_id}", message))
     return failures
 
@@ -505,25 +542,29 @@ def _redraw(ctx: Context, where: str, m: maps.Map, t: maps.Tile, budget: int) ->
 
 
 def check_explanations(ctx: Context) -> Check:
-    """Every explained pair states its two runs as the records it cites have them."""
+    """Every explained pair states its two runs as the records it cites have them, records a
+    current job output lists (and so states the sha256 of)."""
     found = sorted((ctx.options.results / "explain").glob("*/*/explain.json"))
+    listed = ctx.inv.cited()
     failures, count = [], 0
     for path in found:
         where = str(path.relative_to(ctx.options.results))
         for i, pair in enumerate(json.loads(path.read_text(encoding="utf-8"))):
             count += 1
             for run in ("ok", "fail"):
-                problem = _cited_problem(ctx, pair, run)
+                problem = _cited_problem(ctx, pair, run, listed)
                 if problem:
                     failures.append(Failure("explanations", f"{where}: pair {i}", problem))
     return Check("explanations", count, tuple(failures), (f"{len(found)} files",))
 
 
-def _cited_problem(ctx: Context, pair: dict, run: str) -> str | None:
+def _cited_problem(ctx: Context, pair: dict, run: str, listed: dict) -> str | None:
     run_id = pair["cites"][run]
     record = ctx.inv.records.get(run_id)
     if record is None:
         return f"the {run} run cites {run_id}, which has no record"
+    if run_id not in listed:
+        return f"the {run} run cites {run_id}, which no current job output lists"
     result = record["result"]
     stated = explain.summary(Result.from_dict(result), pair["peak_memory"]) if result else None
     if record["trace"]["name"] != pair["trace"] or stated != pair[run]:

@@ -409,7 +409,7 @@ def _map_chunk(args: argparse.Namespace) -> None:
 
 def _map_merge(args: argparse.Namespace) -> None:
     peak = stages.read_output(args.baseline)["peak_memory"]
-    empty = maps.Map(args.trace, args.policy, peak, (), ())
+    empty = maps.Map(args.trace, args.policy, peak, (), (), {})
     merged = maps.merge([empty, *(maps.read(p) for p in args.maps)], str(args.out))
     maps.write(merged, args.out)
     print(f"{merged.trace} {merged.policy}: {merged.runs:,} runs, {len(merged.tiles):,} tiles")
@@ -560,7 +560,8 @@ def _sweep(args: argparse.Namespace) -> None:
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = _job(args, args.stage)
-    _write_json(args.out, {"run_ids": stages.sweep(job, args.stage, args.points)})
+    run_ids = stages.sweep(job, args.stage, args.points)
+    _write_json(args.out, stages.listing(run_ids, job.records))
 
 
 def _refine(args: argparse.Namespace) -> None:
@@ -575,14 +576,14 @@ def _refine(args: argparse.Namespace) -> None:
 def _edges(args: argparse.Namespace) -> None:
     job = _job(args, "edge")
     found, run_ids = stages.find_edges(job, stages.listed_records(args.jobs, job.records))
-    _write_json(args.out, {"edges": found, "run_ids": run_ids})
+    _write_json(args.out, {"edges": found, **stages.listing(run_ids, job.records)})
     print(f"{args.trace} {args.policy}: {len(found)} edges, {len(run_ids)} runs")
 
 
 def _repeat(args: argparse.Namespace) -> None:
     job = _job(args, "repeat")
     regions, run_ids = stages.repeat_regions(job, stages.listed_records(args.jobs, job.records))
-    _write_json(args.out, {"regions": regions, "run_ids": run_ids})
+    _write_json(args.out, {"regions": regions, **stages.listing(run_ids, job.records)})
     for region in regions:
         for point in region["points"]:
             if point["disagree"]:
