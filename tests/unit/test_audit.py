@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -105,6 +106,21 @@ def test_a_job_output_without_checksums_says_how_to_rebuild_it(tmp_path: Path) -
         f"records: {OUTPUT}: written before job outputs stated their records' sha256: rebuild it"
         " from its records (none is rerun) with `snakemake --forcerun sweep_stage`"
     ]
+
+
+def test_all_reruns_every_cited_record_maps_included(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    listed, mapped = (
+        [records.write_record(make(b), folder).stem for b in bs] for bs in ((150, 160), (170,))
+    )
+    ctx = loaded(folder, {OUTPUT: listed})
+    ctx = dataclasses.replace(
+        ctx, inv=dataclasses.replace(ctx.inv, maps={"maps/tiny/dtr.parquet": mapped})
+    )
+    every = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, sample=None))
+    assert audit.sample(every) == (sorted(listed + mapped), [])
+    one = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, sample=1))
+    assert len(audit.sample(one)[0]) == 1 and set(audit.sample(one)[0]) <= set(listed)
 
 
 def test_an_explanation_citing_an_unlisted_record_fails(tmp_path: Path) -> None:

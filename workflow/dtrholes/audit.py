@@ -93,14 +93,14 @@ class Check:
 @dataclass(frozen=True)
 class Options:
     """What to audit and how: `protocol` is the rendered protocol the tables were made under
-    (default: the latest under results/protocol); `sample` records rerun besides edge points,
-    by `workers` processes."""
+    (default: the latest under results/protocol); `sample` records rerun besides edge points
+    (None: every record), by `workers` processes."""
 
     results: Path
     data: Path
     sheet: Path
     protocol: Path | None = None
-    sample: int = 20
+    sample: int | None = 20
     seed: int = SEED
     workers: int = 1
 
@@ -346,14 +346,20 @@ def check_claims(ctx: Context) -> Check:
 
 def sample(ctx: Context) -> tuple[list[str], list[str]]:
     """The records to rerun: the region edge points, then a seeded random sample of the other
-    complete current records; and the timeouts left out."""
+    complete current records (with no sample size: every complete record the results cite,
+    maps' included); and the timeouts left out."""
     current = ctx.inv.current()
-    complete = [r for r in current if r["status"] == "complete"]
-    edge = edge_points(ctx, complete)
-    rest = sorted({r["run_id"] for r in complete} - set(edge))
-    picked = random.Random(ctx.options.seed).sample(rest, min(ctx.options.sample, len(rest)))
-    timeouts = sorted({r["run_id"] for r in current if r["status"] == "timeout"})
+    edge = edge_points(ctx, [r for r in current if r["status"] == "complete"])
+    pool = current if ctx.options.sample is not None else _cited_records(ctx)
+    rest = sorted({r["run_id"] for r in pool if r["status"] == "complete"} - set(edge))
+    wanted = len(rest) if ctx.options.sample is None else min(ctx.options.sample, len(rest))
+    picked = random.Random(ctx.options.seed).sample(rest, wanted)
+    timeouts = sorted({r["run_id"] for r in pool if r["status"] == "timeout"})
     return edge + sorted(picked), timeouts
+
+
+def _cited_records(ctx: Context) -> list[dict]:
+    return [ctx.inv.records[i] for i in ctx.inv.cited() if i in ctx.inv.records]
 
 
 def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
@@ -415,10 +421,16 @@ def check_reexecution(
     """Rerun the records `sample` picked; its timeouts are noted, not rerun."""
     chosen, timeouts = picked
     failures = [f for found in _reruns(ctx, chosen, progress) for f in found]
-    notes = [f"seed {ctx.options.seed}, {ctx.options.sample} sampled besides edge points"]
+    notes = [_sampled(ctx.options)]
     if timeouts:
         notes.append(f"{len(timeouts)} timeout records not rerun: {', '.join(timeouts)}")
     return Check("re-execution", len(chosen), tuple(failures), tuple(notes))
+
+
+def _sampled(options: Options) -> str:
+    if options.sample is None:
+        return "every complete record the results cite rerun (maps' included)"
+    return f"seed {options.seed}, {options.sample} sampled besides edge points"
 
 
 def _reruns(

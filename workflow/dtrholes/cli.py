@@ -443,7 +443,12 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--protocol", type=Path, default=None, help="rendered protocol (default: the latest)"
     )
-    p.add_argument("--sample", type=_count, default=20, help="records to rerun besides edges")
+    p.add_argument(
+        "--sample",
+        type=_sample,
+        default=20,
+        help="records to rerun besides edge points, or 'all' to rerun every record",
+    )
     p.add_argument("--seed", type=int, default=audit.SEED, help="seed of the rerun sample")
     p.add_argument("--workers", type=_positive, default=1, help="processes rerunning records")
     p.add_argument("--markdown", type=Path, help="report (default: RESULTS/audit/audit.md)")
@@ -456,6 +461,15 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, found {text!r}")
+    return int(text)
+
+
+def _sample(text: str) -> int | None:
+    """A count of records, or None for `all` of them."""
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or all, found {text!r}")
     return int(text)
 
 
