@@ -570,7 +570,7 @@ def check_explanations(ctx: Context) -> Check:
     return Check("explanations", count, tuple(failures), (f"{len(found)} files",))
 
 
-def _cited_problem(ctx: Context, pair: dict, run: str, listed: dict) -> str | None:
+def _cited_problem(ctx: Context, pair: dict, run: str, listed: dict[str, list[str]]) -> str | None:
     run_id = pair["cites"][run]
     record = ctx.inv.records.get(run_id)
     if record is None:
