@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -32,10 +33,20 @@ def make(budget: int, version: str = "v2", stage: str = "A") -> dict:
     return json.loads(json.dumps(record))
 
 
-def loaded(directory: Path, outputs: dict[str, list[str]]) -> audit.Context:
+def loaded(
+    directory: Path, outputs: dict[str, list[str]], sha256: dict | None = None
+) -> audit.Context:
+    """A context whose job outputs list `outputs` and state `sha256` of their records
+    (default: that of each listed file as it is now)."""
     files = evidence.scan(directory)
     canonical = {f.record["run_id"]: f.record for f in files if f.canonical}
-    inv = evidence.Inventory(directory.parent, files, canonical, outputs, {}, {}, {})
+    if sha256 is None:
+        on_file = {p.stem for p in directory.glob("*.json")}
+        sha256 = {
+            rel: records.checksums(directory, [i for i in ids if i in on_file])
+            for rel, ids in outputs.items()
+        }
+    inv = evidence.Inventory(directory.parent, files, canonical, outputs, {}, {}, {}, sha256=sha256)
     options = audit.Options(directory.parent, directory.parent, Path("sheet.tsv"))
     return audit.Context(options, inv, {})
 
@@ -70,6 +81,58 @@ def test_each_kind_of_damage_names_the_record(tmp_path: Path) -> None:
     assert any(gone.stem in f and "missing" in f for f in found)
     assert all(f.startswith("records: record ") for f in found)
     assert not any(kept.stem in f for f in found)
+
+
+def test_a_record_edited_after_its_job_output_names_the_file_and_the_output(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "records"
+    kept, edited = (records.write_record(make(b), folder) for b in (150, 160))
+    stated = {OUTPUT: records.checksums(folder, [kept.stem, edited.stem])}
+    record = json.loads(edited.read_text())
+    record["result"]["remat_compute"] += 1  # a field no table carries
+    edited.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    found = failures(
+        audit.check_records(loaded(folder, {OUTPUT: [kept.stem, edited.stem]}, stated))
+    )
+    assert len(found) == 1 and found[0].startswith(f"records: record {edited.stem}: ")
+    assert f"records/{edited.stem}.json has sha256" in found[0] and f"{OUTPUT} states" in found[0]
+
+
+def test_a_job_output_without_checksums_says_how_to_rebuild_it(tmp_path: Path) -> None:
+    path = records.write_record(make(150), tmp_path / "records")
+    check = audit.check_records(loaded(tmp_path / "records", {OUTPUT: [path.stem]}, {OUTPUT: None}))
+    assert failures(check) == [
+        f"records: {OUTPUT}: written before job outputs stated their records' sha256: rebuild it"
+        " from its records (none is rerun) with `snakemake --forcerun sweep_stage`"
+    ]
+
+
+def test_all_reruns_every_cited_record_maps_included(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    listed, mapped = (
+        [records.write_record(make(b), folder).stem for b in bs] for bs in ((150, 160), (170,))
+    )
+    ctx = loaded(folder, {OUTPUT: listed})
+    ctx = dataclasses.replace(
+        ctx, inv=dataclasses.replace(ctx.inv, maps={"maps/tiny/dtr.parquet": mapped})
+    )
+    every = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, sample=None))
+    assert audit.sample(every) == (sorted(listed + mapped), [])
+    one = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, sample=1))
+    assert len(audit.sample(one)[0]) == 1 and set(audit.sample(one)[0]) <= set(listed)
+
+
+def test_an_explanation_citing_an_unlisted_record_fails(tmp_path: Path) -> None:
+    run_id = records.write_record(make(150), tmp_path / "records").stem
+    path = tmp_path / "explain" / "tiny" / "dtr" / "explain.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps([{"cites": {"ok": run_id, "fail": run_id}}]))
+    found = failures(audit.check_explanations(loaded(tmp_path / "records", {OUTPUT: []})))
+    assert found[0] == (
+        "explanations: explain/tiny/dtr/explain.json: pair 0: the ok run cites"
+        f" {run_id}, which no current job output lists"
+    )
 
 
 def test_a_record_listed_by_another_stage_is_misfiled(tmp_path: Path) -> None:

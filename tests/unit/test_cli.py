@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes.cli import main
+from dtrholes.cli import main, parser
 from simulator import read_trace, simulate
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("dtr-holes")
@@ -164,6 +164,18 @@ def test_bad_param_syntax_is_rejected_by_argparse(chain: Path, capsys, param: st
         main(["simulate", "--trace", str(chain), "--budget", "1", "--param", param])
     assert info.value.code == 2
     assert "expected NAME=NUMBER" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, sample", [("all", None), ("0", 0), ("50", 50)])
+def test_the_audit_sample_is_a_count_or_all(text: str, sample: int | None) -> None:
+    assert parser().parse_args(["audit", "--sample", text]).sample == sample
+
+
+def test_another_audit_sample_is_rejected_by_argparse(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["audit", "--sample", "every"])
+    assert info.value.code == 2
+    assert "expected a whole number >= 0 or all, found 'every'" in capsys.readouterr().err
 
 
 def test_budget_and_ratio_are_exclusive(chain: Path, capsys) -> None:

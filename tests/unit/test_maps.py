@@ -102,6 +102,17 @@ def test_tables_round_trip(tmp_path) -> None:
     assert (back.ranges, back.peak) == (m.ranges, m.peak)
 
 
+def test_a_merged_map_states_its_chunks_record_checksums(tmp_path) -> None:
+    low = Map("t", "dtr", 100, (Span(0, 49),), (Tile(0, 49, "ok", run_id="a"),), {"a": "1"})
+    high = Map("t", "dtr", 100, (Span(50, 99),), (Tile(50, 99, "oom", run_id="b"),), {"b": "2"})
+    merged = maps.merge([high, low], "merged")
+    maps.write(merged, tmp_path / "m.parquet")
+    assert maps.read(tmp_path / "m.parquet").record_sha256 == {"a": "1", "b": "2"}
+    assert maps.listing(tmp_path / "m.parquet") == (["a", "b"], {"a": "1", "b": "2"})
+    older = maps.merge([low, replace(high, record_sha256=None)], "merged")  # one chunk predates
+    assert older.record_sha256 is None
+
+
 def test_the_run_cap_leaves_the_rest_uncovered() -> None:
     trace = tiny_trace(random_trace_text(1))
     capped = tiled(trace, Span(0, peak_memory(trace)), max_runs=2)

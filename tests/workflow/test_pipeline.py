@@ -121,6 +121,35 @@ def test_full_run_maps_the_region_exactly(completed: Path) -> None:
         assert (results / "figures" / f"maps-resnet32{suffix}").stat().st_size
 
 
+def table_rows(text: str) -> list[list[list[str]]]:
+    """Each Markdown table in a text as its rows of cells, the delimiter row left out; a pipe
+    escaped as \\| is part of a cell, not a separator."""
+    tables: list[list[list[str]]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                tables.append([])
+            tables[-1].append(re.split(r"(?<!\\)\|", line.strip()[1:-1]))
+        previous = line
+    for table in tables:
+        assert all(re.fullmatch(r" *:?-+:? *", c) for c in table.pop(1)), table
+    return tables
+
+
+def test_every_markdown_table_written_has_its_headers_cell_count(completed: Path) -> None:
+    results = completed / "results"
+    tabled = []
+    for path in sorted(results.rglob("*.md")):
+        for table in table_rows(path.read_text(encoding="utf-8")):
+            tabled.append(str(path.relative_to(results)))
+            header = table[0]
+            for row in table[1:]:
+                assert len(row) == len(header), (path, header, row)
+    wanted = {f"tables/{t}.md" for t in ("holes", "comparison", "crosscheck", "paper", "maps")}
+    assert wanted | {"audit/audit.md", "explain/resnet32/dtr/explain.md"} <= set(tabled)
+
+
 def test_report_bundles_tables_and_figures(completed: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.zip"
     snakemake(copy_of(completed, tmp_path), "--report", str(report))

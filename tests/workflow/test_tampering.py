@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_an_edited_map_tile_fails(completed: Path, tmp_path: Path, capsys) -> No
     maps.write(dataclasses.replace(m, tiles=tuple(flipped)), path)
     status, report, _ = audit(copy, capsys, tmp_path)
     failed = {c["name"] for c in report["checks"] if not c["passed"]}
-    assert status == 1 and failed == {"maps"}
+    assert status == 1 and failed == {"maps", "claims"}  # the maps tables differ from the map's
 
 
 def test_an_edited_explanation_fails(completed: Path, tmp_path: Path, capsys) -> None:
@@ -216,3 +217,90 @@ def test_an_edited_comparison_with_the_study_fails(completed: Path, tmp_path: Pa
     shutil.copy(completed / "results" / "tables" / "paper.parquet", table)
     status, report, _ = audit(copy, capsys, tmp_path)
     assert status == 1 and any("tables/paper.md" in f for f in failures(report, "claims"))
+
+
+def test_an_edited_maps_table_fails(completed: Path, tmp_path: Path, capsys) -> None:
+    copy = copy_of(completed, tmp_path)
+    markdown = copy / "results" / "tables" / "maps.md"
+    text = markdown.read_text()
+    count = int(re.search(r"not monotone: (\d+) holes", text).group(1))
+    markdown.write_text(text.replace(f"{count} holes", f"{count - 1} holes", 1))
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1 and any("tables/maps.md" in f for f in failures(report, "claims"))
+
+
+@pytest.mark.parametrize("table, column", [("map-holes", "width"), ("maps", "widest_hole")])
+def test_an_edited_hole_width_fails(
+    completed: Path, tmp_path: Path, capsys, table: str, column: str
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = copy / "results" / "tables" / f"{table}.parquet"
+    rows = pq.read_table(path)
+    widths = rows.column(column).to_pylist()
+    edited = [widths[0] - 1, *widths[1:]]
+    pq.write_table(rows.set_column(rows.column_names.index(column), column, [edited]), path)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 1
+    named = [f for f in failures(report, "claims") if f"tables/{table}.parquet" in f]
+    assert named and column in named[0], failures(report, "claims")
+
+
+def unsampled_record(directory: Path, output: str, wanted: str) -> Path:
+    """A record that a job output (or map) lists, whose run ended `wanted`, and that the
+    audit does not rerun: a field only its file holds is checked by its sha256 alone."""
+    results = directory / "results"
+    rerun = set(json.loads((results / "audit" / "audit.json").read_text())["rerun"])
+    if output.endswith(".parquet"):
+        listed = pq.read_table(results / output, columns=["run_id"]).column("run_id").to_pylist()
+    else:
+        listed = json.loads((results / output).read_text())["run_ids"]
+    for run_id in listed:
+        path = results / "records" / f"{run_id}.json"
+        result = json.loads(path.read_text())["result"]
+        if run_id and run_id not in rerun and result and result["outcome"] == wanted:
+            return path
+    raise AssertionError(f"no {wanted} record outside the rerun sample in {output}")
+
+
+@pytest.mark.parametrize(
+    "output, wanted, field",
+    [
+        (f"stage_a/{TRACE}/nbhd-penalty/job0.json", "ok", "remat_compute"),
+        (f"edges/{TRACE}/dtr.json", "oom", "heuristic_evals"),
+        (f"maps/{TRACE}/dtr.parquet", "oom", "failure"),
+    ],
+)
+def test_a_field_no_table_carries_edited_in_an_unsampled_record_fails(
+    completed: Path, tmp_path: Path, capsys, output: str, wanted: str, field: str
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    path = unsampled_record(copy, output, wanted)
+    record = json.loads(path.read_text())
+    if field == "failure":
+        record["result"]["failure"]["pinned"] += 1
+    else:
+        record["result"][field] += 1
+    path.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    status, report, printed = audit(copy, capsys, tmp_path)
+    assert status == 1 and path.stem not in report["rerun"]
+    named = [f for f in failures(report, "records") if path.stem in f]
+    assert named and f"records/{path.name}" in named[0] and f"{output} states" in named[0], printed
+
+
+def test_job_outputs_from_before_checksums_say_how_to_rebuild_them(
+    completed: Path, tmp_path: Path, capsys
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    edges = copy / "results" / "edges" / TRACE / "dtr.json"
+    older = json.loads(edges.read_text())
+    del older["record_sha256"]
+    edges.write_text(json.dumps(older, sort_keys=True, indent=1) + "\n")
+    path = copy / "results" / "maps" / TRACE / "dtr.parquet"
+    maps.write(dataclasses.replace(maps.read(path), record_sha256=None), path)
+    status, report, printed = audit(copy, capsys, tmp_path)
+    assert status == 1 and "Traceback" not in printed
+    found = failures(report, "records")
+    for output, rule in ((edges, "find_edges"), (path, "map_chunk")):
+        rel = str(output.relative_to(copy / "results"))
+        named = [f for f in found if rel in f and "before job outputs stated" in f]
+        assert named and f"snakemake --forcerun {rule}" in named[0], found

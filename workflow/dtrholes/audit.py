@@ -34,15 +34,24 @@ from simulator import Result, Trace, UserError, parse_trace
 
 SEED = 20261129
 STAGE_OF = {"edges": "edge", "repeats": "repeat"}  # and stage_<x>: the stage X's records
+# The rule writing each kind of job output (stage: stage_<x>; a merged map states what its
+# chunks state).
+REBUILT_BY = {
+    "stage": "sweep_stage",
+    "edges": "find_edges",
+    "repeats": "repeat_regions",
+    "maps": "map_chunk",
+}
 TITLES = {
-    "records": "every record file is a valid, unique record; every listed record exists",
+    "records": "every record file is a valid, unique record; every listed record exists, with"
+    " the bytes whose sha256 its job output states",
     "provenance": "trace bytes and checksums, protocol versions and code versions are on file",
     "claims": "the records table, job outputs and tables are derived again from the records",
     "re-execution": "a seeded sample of records, region edge points included, reruns identically",
     "maps": "map tiles cover their ranges once, match their records, and random budgets inside"
     " random tiles rerun to the tile's outcome",
     "explanations": "every explained pair states its two runs as the records it cites hold them,"
-    " and its mechanism summary as its parts give it",
+    " records a job output lists, and its mechanism summary as its parts give it",
     "evidence": "every execution ever recorded is in the evidence table, with its status",
 }
 MAP_DRAWS = 3  # tiles per map whose random inner budget the audit reruns
@@ -86,14 +95,14 @@ class Check:
 @dataclass(frozen=True)
 class Options:
     """What to audit and how: `protocol` is the rendered protocol the tables were made under
-    (default: the latest under results/protocol); `sample` records rerun besides edge points,
-    by `workers` processes."""
+    (default: the latest under results/protocol); `sample` records rerun besides edge points
+    (None: every record), by `workers` processes."""
 
     results: Path
     data: Path
     sheet: Path
     protocol: Path | None = None
-    sample: int = 20
+    sample: int | None = 20
     seed: int = SEED
     workers: int = 1
 
@@ -133,6 +142,9 @@ def check_records(ctx: Context) -> Check:
     failures += _duplicates(ctx.inv.files)
     for rel, run_ids in ctx.inv.outputs.items():
         failures += _listed_failures(ctx, rel, run_ids)
+    digests = {f.record["run_id"]: f.sha256 for f in ctx.inv.files if f.canonical}
+    for rel, run_ids in [*ctx.inv.outputs.items(), *ctx.inv.maps.items()]:
+        failures += _checksum_failures(rel, run_ids, ctx.inv.sha256.get(rel), digests)
     partial = sum(f.partial for f in ctx.inv.files)
     notes = (f"{partial} partial files of interrupted writes (no record)",) if partial else ()
     return Check("records", len(ctx.inv.files), tuple(failures), notes)
@@ -194,6 +206,30 @@ def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure
         stage = STAGE_OF.get(kind) or kind.removeprefix("stage_").upper()
         if found != (stage, trace, policy):
             message = f"listed by {rel} but a {'/'.join(found)} run"
+            failures.append(Failure("records", f"record {run_id}", message))
+    return failures
+
+
+def _checksum_failures(
+    rel: str, run_ids: list[str], stated: dict[str, str] | None, digests: dict[str, str]
+) -> list[Failure]:
+    """Each listed record file whose bytes are not those the job output states (a missing
+    one is reported as missing)."""
+    if stated is None:
+        rule = REBUILT_BY[evidence.series_of(rel)[0].partition("_")[0]]
+        message = (
+            "written before job outputs stated their records' sha256: rebuild it from its"
+            f" records (none is rerun) with `snakemake --forcerun {rule}`"
+        )
+        return [Failure("records", rel, message)]
+    failures = []
+    for run_id in dict.fromkeys(run_ids):
+        found, wanted = digests.get(run_id), stated.get(run_id)
+        if found is not None and found != wanted:
+            message = (
+                f"file records/{run_id}.json has sha256 {found}, {rel} states"
+                f" {wanted or 'none'}: edited after the job wrote it"
+            )
             failures.append(Failure("records", f"record {run_id}", message))
     return failures
 
@@ -312,14 +348,20 @@ def check_claims(ctx: Context) -> Check:
 
 def sample(ctx: Context) -> tuple[list[str], list[str]]:
     """The records to rerun: the region edge points, then a seeded random sample of the other
-    complete current records; and the timeouts left out."""
+    complete current records (with no sample size: every complete record the results cite,
+    maps' included); and the timeouts left out."""
     current = ctx.inv.current()
-    complete = [r for r in current if r["status"] == "complete"]
-    edge = edge_points(ctx, complete)
-    rest = sorted({r["run_id"] for r in complete} - set(edge))
-    picked = random.Random(ctx.options.seed).sample(rest, min(ctx.options.sample, len(rest)))
-    timeouts = sorted({r["run_id"] for r in current if r["status"] == "timeout"})
+    edge = edge_points(ctx, [r for r in current if r["status"] == "complete"])
+    pool = current if ctx.options.sample is not None else _cited_records(ctx)
+    rest = sorted({r["run_id"] for r in pool if r["status"] == "complete"} - set(edge))
+    wanted = len(rest) if ctx.options.sample is None else min(ctx.options.sample, len(rest))
+    picked = random.Random(ctx.options.seed).sample(rest, wanted)
+    timeouts = sorted({r["run_id"] for r in pool if r["status"] == "timeout"})
     return edge + sorted(picked), timeouts
+
+
+def _cited_records(ctx: Context) -> list[dict]:
+    return [ctx.inv.records[i] for i in ctx.inv.cited() if i in ctx.inv.records]
 
 
 def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
@@ -381,10 +423,16 @@ def check_reexecution(
     """Rerun the records `sample` picked; its timeouts are noted, not rerun."""
     chosen, timeouts = picked
     failures = [f for found in _reruns(ctx, chosen, progress) for f in found]
-    notes = [f"seed {ctx.options.seed}, {ctx.options.sample} sampled besides edge points"]
+    notes = [_sampled(ctx.options)]
     if timeouts:
         notes.append(f"{len(timeouts)} timeout records not rerun: {', '.join(timeouts)}")
     return Check("re-execution", len(chosen), tuple(failures), tuple(notes))
+
+
+def _sampled(options: Options) -> str:
+    if options.sample is None:
+        return "every complete record the results cite rerun (maps' included)"
+    return f"seed {options.seed}, {options.sample} sampled besides edge points"
 
 
 def _reruns(
@@ -509,15 +557,17 @@ def _redraw(ctx: Context, where: str, m: maps.Map, t: maps.Tile, budget: int) ->
 
 
 def check_explanations(ctx: Context) -> Check:
-    """Every explained pair states its two runs as the records it cites have them, and its
-    mechanism summary (budget difference and all) as its parts give it."""
+    """Every explained pair states its two runs as the records it cites have them, records a
+    current job output lists (and so states the sha256 of), and its mechanism summary (budget
+    difference and all) as its parts give it."""
     found = sorted((ctx.options.results / "explain").glob("*/*/explain.json"))
+    listed = ctx.inv.cited()
     failures, count = [], 0
     for path in found:
         where = str(path.relative_to(ctx.options.results))
         for i, pair in enumerate(json.loads(path.read_text(encoding="utf-8"))):
             count += 1
-            problems = [_cited_problem(ctx, pair, run) for run in ("ok", "fail")]
+            problems = [_cited_problem(ctx, pair, run, listed) for run in ("ok", "fail")]
             for problem in [*problems, mechanism_problem(pair)]:
                 if problem:
                     failures.append(Failure("explanations", f"{where}: pair {i}", problem))
@@ -526,16 +576,22 @@ def check_explanations(ctx: Context) -> Check:
 
 def mechanism_problem(pair: dict) -> str | None:
     """Whether an explanation's mechanism summary is not what its other parts give."""
-    if pair.get("mechanism") != explain.mechanism(pair):
+    try:
+        derived = explain.mechanism(pair)
+    except (KeyError, TypeError, ValueError) as exc:  # an explanation edited out of shape
+        return f"its mechanism summary cannot be derived from its parts ({type(exc).__name__})"
+    if pair.get("mechanism") != derived:
         return "its mechanism summary is not what its divergence, cascade and retention give"
     return None
 
 
-def _cited_problem(ctx: Context, pair: dict, run: str) -> str | None:
+def _cited_problem(ctx: Context, pair: dict, run: str, listed: dict[str, list[str]]) -> str | None:
     run_id = pair["cites"][run]
     record = ctx.inv.records.get(run_id)
     if record is None:
         return f"the {run} run cites {run_id}, which has no record"
+    if run_id not in listed:
+        return f"the {run} run cites {run_id}, which no current job output lists"
     result = record["result"]
     stated = explain.summary(Result.from_dict(result), pair["peak_memory"]) if result else None
     if record["trace"]["name"] != pair["trace"] or stated != pair[run]:

@@ -15,6 +15,8 @@ from dtrholes import (
     crosscheck,
     evidence,
     holes,
+    maps,
+    maptables,
     paper,
     plan,
     protocol,
@@ -31,7 +33,8 @@ def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
     problems = list(inv.unreadable.items())
     count = 0
     rows = records.table(inv.current()).to_pylist()
-    for part in (_records_table, _job_replays, _holes, _comparison, _crosscheck, _paper):
+    parts = (_records_table, _job_replays, _holes, _comparison, _crosscheck, _paper, _maps)
+    for part in parts:
         checked, found = _guarded(part, inv, rows)
         count += checked
         problems += found
@@ -56,6 +59,7 @@ PARTS = {
     "_comparison": "tables/comparison",
     "_crosscheck": "tables/crosscheck",
     "_paper": "tables/paper",
+    "_maps": "tables/maps",
 }
 
 
@@ -100,6 +104,7 @@ def _replay(inv, rel, derive, key, job, series) -> list[Problem]:
     except UserError as exc:
         return [(rel, str(exc))]
     stated = stages.read_output(inv.results / rel)
+    stated.pop(records.SHA256_KEY, None)  # the records check compares them with the files
     derived = json.loads(json.dumps({key: found, "run_ids": run_ids}))
     problem = diff(stated, derived)
     return [(rel, f"replayed from the records, {problem}")] if problem else []
@@ -178,6 +183,23 @@ def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem
     return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
 
 
+def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+    """The maps table and its holes table, tabulated again from the merged maps (when any
+    map or maps table is on disk: the maps are optional)."""
+    if not inv.maps and not (inv.results / "tables" / "maps.parquet").exists():
+        return 0, []
+    found = [maps.read(inv.results / rel) for rel in sorted(inv.maps)]
+    series, found_holes = maptables.tabulate(found, rows)
+    text = maptables.markdown(series, found_holes)
+    count, failures = _table(inv, "maps", series, text, _series_key)
+    checked, more = _rows(inv, "map-holes", found_holes, _hole_key)
+    return count + checked, failures + more
+
+
+def _hole_key(row: dict) -> tuple:
+    return row["trace"], row["policy"], row["first_byte"]
+
+
 def _paper_key(row: dict) -> tuple:
     return row["kind"], row["run_id"], row["row"], row["column"]
 
@@ -234,19 +256,34 @@ def _table(
     skip_lines: int = 0,
 ) -> tuple[int, list[Problem]]:
     """A stated table (Parquet and Markdown) against the one derived from the records."""
-    base = inv.results / "tables" / name
+    count, failures = _rows(inv, name, derived, key)
+    return count, failures + _markdown(inv, name, text, skip_lines)
+
+
+def _rows(
+    inv: evidence.Inventory, name: str, derived: list[dict], key: Callable[[dict], tuple]
+) -> tuple[int, list[Problem]]:
+    """A stated Parquet table's rows against those derived from the records."""
     try:
-        stated = holes.read_rows(base.with_suffix(".parquet"))
-        markdown = base.with_suffix(".md").read_text(encoding="utf-8")
-    except (UserError, OSError, UnicodeDecodeError) as exc:
-        return 1, [(f"tables/{name}", f"unreadable ({exc})")]
-    failures = _compare_rows(f"tables/{name}.parquet", stated, derived, key)
+        stated = holes.read_rows(inv.results / "tables" / f"{name}.parquet")
+    except UserError as exc:
+        return 1, [(f"tables/{name}.parquet", f"unreadable ({exc})")]
+    return len(stated), _compare_rows(f"tables/{name}.parquet", stated, derived, key)
+
+
+def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Problem]:
+    """A stated Markdown table against the text derived from the records, but for its first
+    `skip_lines` lines."""
+    try:
+        markdown = (inv.results / "tables" / f"{name}.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [(f"tables/{name}.md", f"unreadable ({exc})")]
     lines = list(zip(markdown.splitlines(), text.splitlines(), strict=False))[skip_lines:]
     bad = next((i for i, (a, b) in enumerate(lines, skip_lines + 1) if a != b), None)
-    if bad is not None or len(markdown.splitlines()) != len(text.splitlines()):
-        where = f"tables/{name}.md" + (f" line {bad}" if bad else "")
-        failures.append((where, "differs from the table the records give"))
-    return len(stated), failures
+    if bad is None and len(markdown.splitlines()) == len(text.splitlines()):
+        return []
+    where = f"tables/{name}.md" + (f" line {bad}" if bad else "")
+    return [(where, "differs from the table the records give")]
 
 
 def _compare_rows(

@@ -452,7 +452,7 @@ def _map_chunk(args: argparse.Namespace) -> None:
 
 def _map_merge(args: argparse.Namespace) -> None:
     peak = stages.read_output(args.baseline)["peak_memory"]
-    empty = maps.Map(args.trace, args.policy, peak, (), ())
+    empty = maps.Map(args.trace, args.policy, peak, (), (), {})
     merged = maps.merge([empty, *(maps.read(p) for p in args.maps)], str(args.out))
     maps.write(merged, args.out)
     print(f"{merged.trace} {merged.policy}: {merged.runs:,} runs, {len(merged.tiles):,} tiles")
@@ -486,7 +486,12 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--protocol", type=Path, default=None, help="rendered protocol (default: the latest)"
     )
-    p.add_argument("--sample", type=_count, default=20, help="records to rerun besides edges")
+    p.add_argument(
+        "--sample",
+        type=_sample,
+        default=20,
+        help="records to rerun besides edge points, or 'all' to rerun every record",
+    )
     p.add_argument("--seed", type=int, default=audit.SEED, help="seed of the rerun sample")
     p.add_argument("--workers", type=_positive, default=1, help="processes rerunning records")
     p.add_argument("--markdown", type=Path, help="report (default: RESULTS/audit/audit.md)")
@@ -499,6 +504,15 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, found {text!r}")
+    return int(text)
+
+
+def _sample(text: str) -> int | None:
+    """A count of records, or None for `all` of them."""
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or all, found {text!r}")
     return int(text)
 
 
@@ -609,7 +623,8 @@ def _sweep(args: argparse.Namespace) -> None:
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = _job(args, args.stage)
-    files.write_json(args.out, {"run_ids": stages.sweep(job, args.stage, args.points)})
+    run_ids = stages.sweep(job, args.stage, args.points)
+    files.write_json(args.out, stages.listing(run_ids, job.records))
 
 
 def _refine(args: argparse.Namespace) -> None:
@@ -624,14 +639,14 @@ def _refine(args: argparse.Namespace) -> None:
 def _edges(args: argparse.Namespace) -> None:
     job = _job(args, "edge")
     found, run_ids = stages.find_edges(job, stages.listed_records(args.jobs, job.records))
-    files.write_json(args.out, {"edges": found, "run_ids": run_ids})
+    files.write_json(args.out, {"edges": found, **stages.listing(run_ids, job.records)})
     print(f"{args.trace} {args.policy}: {len(found)} edges, {len(run_ids)} runs")
 
 
 def _repeat(args: argparse.Namespace) -> None:
     job = _job(args, "repeat")
     regions, run_ids = stages.repeat_regions(job, stages.listed_records(args.jobs, job.records))
-    files.write_json(args.out, {"regions": regions, "run_ids": run_ids})
+    files.write_json(args.out, {"regions": regions, **stages.listing(run_ids, job.records)})
     for region in regions:
         for point in region["points"]:
             if point["disagree"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes import files, records, stages
+from dtrholes import files, maps, records, stages
 from simulator import UserError
 
 JOB_GLOBS = ("stage_*/*/*/job*.json", "edges/*/*.json", "repeats/*/*.json")
@@ -39,11 +40,13 @@ COLUMNS = (
 
 @dataclass(frozen=True)
 class RecordFile:
-    """One file under the records directory: its record when valid, else what is wrong with it."""
+    """One file under the records directory: its record when valid, else what is wrong with it;
+    and the sha256 of its bytes (None: unreadable)."""
 
     path: Path
     record: dict | None
     problem: str | None
+    sha256: str | None = None
 
     @property
     def partial(self) -> bool:
@@ -65,21 +68,23 @@ def _read(path: Path) -> RecordFile:
     if path.name.startswith("."):
         return RecordFile(path, None, "a partial file of an interrupted write")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        record = json.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return RecordFile(path, None, f"truncated or unreadable JSON ({exc})")
+    sha256 = hashlib.sha256(data).hexdigest()
     try:
         records.validate(record, path.name)
     except records.RecordError as exc:
-        return RecordFile(path, None, f"invalid against the record schema ({exc.found})")
-    return RecordFile(path, record, None)
+        return RecordFile(path, None, f"invalid against the record schema ({exc.found})", sha256)
+    return RecordFile(path, record, None, sha256)
 
 
 @dataclass(frozen=True)
 class Inventory:
-    """What a results directory holds: its record files, the current job outputs and the
-    run ids they list, and the rendered protocols (`rendered`: the one the tables were made
-    under)."""
+    """What a results directory holds: its record files, the current job outputs and merged
+    maps with the run ids they list and the sha256 they state of each listed record file, and
+    the rendered protocols (`rendered`: the one the tables were made under)."""
 
     results: Path
     files: list[RecordFile]
@@ -89,6 +94,8 @@ class Inventory:
     rendered: dict
     renders: dict[str, dict]
     maps: dict[str, list[str]] = field(default_factory=dict)  # merged map -> its tiles' run ids
+    # job output or merged map -> run id -> its record file's sha256 (None: not stated)
+    sha256: dict[str, dict[str, str] | None] = field(default_factory=dict)
 
     def listed(self, rels: list[str]) -> list[dict]:
         """The existing records the given job outputs list, in order."""
@@ -112,23 +119,24 @@ def inventory(results: Path, rendered: Path | None = None) -> Inventory:
     renders = _renders(results / "protocol")
     files = scan(results / "records")
     canonical = {f.record["run_id"]: f.record for f in files if f.canonical}
-    outputs, unreadable = _outputs(results)
+    outputs, unreadable, stated = _outputs(results)
     current = stages.read_output(rendered) if rendered else latest(renders)
     found = Inventory(results, files, canonical, outputs, unreadable, current, renders)
-    return dataclasses.replace(found, maps=map_runs(results))
+    mapped, map_sha256 = map_runs(results)
+    return dataclasses.replace(found, maps=mapped, sha256={**stated, **map_sha256})
 
 
-def map_runs(results: Path) -> dict[str, list[str]]:
-    """Each merged map (relative path) -> the run ids of its tiles; unreadable maps are the
-    audit's maps check's to report."""
-    found = {}
+def map_runs(results: Path) -> tuple[dict[str, list[str]], dict[str, dict[str, str] | None]]:
+    """Each merged map (relative path) -> the run ids of its tiles, and -> the sha256 it
+    states of their record files; unreadable maps are the audit's maps check's to report."""
+    runs, stated = {}, {}
     for path in sorted(results.glob("maps/*/*.parquet")):
+        rel = str(path.relative_to(results))
         try:
-            column = pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()
-        except (OSError, KeyError, pa.ArrowException):
+            runs[rel], stated[rel] = maps.listing(path)
+        except (OSError, KeyError, TypeError, ValueError, pa.ArrowException):
             continue
-        found[str(path.relative_to(results))] = [r for r in column if r is not None]
-    return found
+    return runs, stated
 
 
 def _renders(directory: Path) -> dict[str, dict]:
@@ -163,14 +171,19 @@ def job_outputs(results: Path) -> list[str]:
     return sorted(str(p.relative_to(results)) for g in JOB_GLOBS for p in results.glob(g))
 
 
-def _outputs(results: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
-    outputs, unreadable = {}, {}
+def _outputs(results: Path) -> tuple[dict[str, list[str]], dict[str, str], dict]:
+    """Each job output's run ids, why those that cannot be read cannot, and the sha256 each
+    states of its records' files."""
+    outputs, unreadable, stated = {}, {}, {}
     for rel in job_outputs(results):
         try:
-            outputs[rel] = list(stages.read_output(results / rel)["run_ids"])
+            output = stages.read_output(results / rel)
+            outputs[rel] = list(output["run_ids"])
         except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
             unreadable[rel] = f"unreadable ({exc})"
-    return outputs, unreadable
+            continue
+        stated[rel] = output.get(records.SHA256_KEY)
+    return outputs, unreadable, stated
 
 
 def series_of(rel: str) -> tuple[str, str, str]:

@@ -230,7 +230,7 @@ SCHEMA = pa.schema(
 
 def _bracket(r: dict) -> str:
     fails = f"{r['first_fail']:,} … {r['last_fail']:,} fail"
-    return f"{r['ok_below']:,} ok | {fails} | {r['ok_above']:,} ok"
+    return f"{r['ok_below']:,} ok; {fails}; {r['ok_above']:,} ok"  # no pipe: a cell separator
 
 
 def _edge(e: dict) -> str:

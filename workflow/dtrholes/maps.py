@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes import files
+from dtrholes import files, records
 from simulator import Result, UserError
 from simulator.result import OK
 
@@ -200,13 +200,16 @@ SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class Map:
-    """One trace × policy's tiles over its mapped ranges, and the peak their ratios divide."""
+    """One trace × policy's tiles over its mapped ranges, and the peak their ratios divide;
+    `record_sha256`: each tile's record file's sha256 by run id (None: a map made without
+    records, or before maps stated them)."""
 
     trace: str
     policy: str
     peak: int
     ranges: tuple[Span, ...]
     tiles: tuple[Tile, ...]
+    record_sha256: dict[str, str] | None = None
 
     @property
     def runs(self) -> int:
@@ -230,6 +233,8 @@ def to_table(m: Map) -> pa.Table:
     ]
     meta = {"trace": m.trace, "policy": m.policy, "peak": m.peak}
     meta["ranges"] = [[s.first, s.last] for s in m.ranges]
+    if m.record_sha256 is not None:
+        meta[records.SHA256_KEY] = m.record_sha256
     schema = SCHEMA.with_metadata({RANGES_KEY: json.dumps(meta).encode()})
     return pa.Table.from_pylist(rows, schema=schema)
 
@@ -253,7 +258,7 @@ def read(path: Path) -> Map:
         for r in table.to_pylist()
     )
     ranges = tuple(Span(a, b) for a, b in meta["ranges"])
-    m = Map(meta["trace"], meta["policy"], meta["peak"], ranges, tiles)
+    m = Map(meta["trace"], meta["policy"], meta["peak"], ranges, tiles, stated_sha256(meta))
     check(list(m.tiles), list(m.ranges), str(path))
     return m
 
@@ -266,9 +271,27 @@ def merge(maps: list[Map], where: str) -> Map:
     trace, policy, peak = keys.pop()
     ranges = tuple(union(s for m in maps for s in m.ranges))
     tiles = tuple(sorted((t for m in maps for t in m.tiles), key=lambda t: t.first))
-    merged = Map(trace, policy, peak, ranges, tiles)
+    merged = Map(trace, policy, peak, ranges, tiles, _merged_sha256(maps))
     check(list(tiles), list(ranges), where)
     return merged
+
+
+def _merged_sha256(maps: list[Map]) -> dict[str, str] | None:
+    if any(m.record_sha256 is None for m in maps):
+        return None
+    return dict(sorted(x for m in maps for x in m.record_sha256.items()))
+
+
+def stated_sha256(meta: dict) -> dict[str, str] | None:
+    """The record checksums a map's metadata states (None: none, it predates them)."""
+    return meta.get(records.SHA256_KEY)
+
+
+def listing(path: Path) -> tuple[list[str], dict[str, str] | None]:
+    """A map table's run ids and the record checksums it states, read without its tiles."""
+    table = pq.read_table(path, columns=["run_id"])
+    run_ids = [r for r in table.column("run_id").to_pylist() if r is not None]
+    return run_ids, stated_sha256(json.loads(table.schema.metadata[RANGES_KEY]))
 
 
 def union(spans: Iterable[Span]) -> list[Span]:

@@ -151,6 +151,20 @@ def write_record(record: dict, directory: Path) -> Path:
     return path
 
 
+SHA256_KEY = "record_sha256"
+"""A job output's (or map's) key: the sha256 of each record file it lists, by run id."""
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def checksums(directory: Path, run_ids: list[str]) -> dict[str, str]:
+    """Each listed record file's sha256, by run id in name order: what a job output states of
+    the records it wrote or read, so that an edit of any of them shows."""
+    return {run_id: file_sha256(record_path(directory, run_id)) for run_id in sorted(set(run_ids))}
+
+
 def read_record(path: Path) -> dict:
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))

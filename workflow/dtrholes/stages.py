@@ -95,6 +95,12 @@ def sweep(job: Job, stage: str, points: list[plan.Point]) -> list[str]:
     return [r.run_id for r in requests]
 
 
+def listing(run_ids: list[str], directory: Path) -> dict:
+    """What a job output says of the records it lists: their run ids in order, and each
+    file's sha256 (the audit checks the files against it)."""
+    return {"run_ids": run_ids, records.SHA256_KEY: records.checksums(directory, run_ids)}
+
+
 def listed_records(lists: Iterable[Path], directory: Path) -> list[dict]:
     """The records that job outputs list, in the order listed."""
     return [
@@ -342,7 +348,9 @@ def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.M
             return session.run(request)[0], request.run_id
 
         tiles = maps.tile(run, span, job.params["maps"]["max_runs"], chunk, progress)
-    return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles))
+    run_ids = [t.run_id for t in tiles if t.run_id is not None]
+    checksums = records.checksums(job.records, run_ids)
+    return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles), checksums)
 
 
 def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool) -> dict:
