@@ -19,6 +19,11 @@ class Failure:
     over_budget: int  # bytes in use + request - budget (0 or less for a thrashed run)
 
 
+def interval_top(budget_hi: int | None, unbounded: int) -> int:
+    """`Result.top` of a Result stated as a dict (a record's): its `budget_hi`, or `unbounded`."""
+    return unbounded if budget_hi is None else budget_hi
+
+
 @dataclass(frozen=True)
 class Result:
     """Everything one replay measured; equal inputs give an equal Result."""
@@ -51,6 +56,11 @@ class Result:
     # `budget` and `failure.over_budget`, which are computed from the budget itself.
     budget_lo: int
     budget_hi: int | None  # None: no upper limit
+
+    def top(self, unbounded: int) -> int:
+        """The top of the certified interval: `budget_hi`, or `unbounded` (what the caller
+        takes for "no upper limit") when it has none."""
+        return interval_top(self.budget_hi, unbounded)
 
     @classmethod
     def from_dict(cls, values: dict) -> Result:

@@ -78,10 +78,10 @@ def _to_table(trace: Trace) -> pa.Table:
 
 def save_trace(trace: Trace, path: str | Path) -> None:
     """Write `trace` to `path` atomically."""
-    write_table(_to_table(trace), path)
+    _write_table(_to_table(trace), path)
 
 
-def write_table(table: pa.Table, path: str | Path) -> None:
+def _write_table(table: pa.Table, path: str | Path) -> None:
     """Write a Parquet table atomically: a temporary file beside `path`, then a rename. The
     temporary file is created 0600; the table gets the mode the umask gives a new file."""
     path = Path(path)

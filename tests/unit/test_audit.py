@@ -197,9 +197,10 @@ def test_an_edge_is_bounded_by_runs_ending_as_under_the_samples_cap() -> None:
     settled = {"run_id": "full", "overhead_cap": 60, "result": {"outcome": "thrashed"}}
     probe = {"run_id": "probe", "overhead_cap": 4, "result": {"outcome": "thrashed"}}
     below = {"run_id": "ok", "overhead_cap": 4, "result": {"outcome": "ok", "budget_hi": 99}}
+    below["result"]["budget"] = 90
     below["result"]["budget_lo"] = 80
     for r in (settled, probe):
-        r["result"].update(budget_lo=100, budget_hi=120)
+        r["result"].update(budget=100, budget_lo=100, budget_hi=120)
     edge = {"below": 99, "above": 100, "outcome_below": "ok", "outcome_above": "thrashed"}
     assert audit._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
 

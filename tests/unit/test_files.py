@@ -13,6 +13,7 @@ import pytest
 from dtrholes import fetch, files, records
 from simulator import store
 from tests.conftest import archive_source
+from tests.tracegen import random_trace_text, tiny_trace
 from tests.unit.test_records import record_for
 
 
@@ -31,7 +32,7 @@ def test_every_writer_gives_the_umasks_mode(tmp_path: Path, umask_027: int) -> N
     table = pa.table({"x": [1]})
     files.write_json(tmp_path / "a.json", {"a": 1})
     files.write_table(table, tmp_path / "a.parquet")
-    store.write_table(table, tmp_path / "trace.parquet")
+    store.save_trace(tiny_trace(random_trace_text(1, 4)), tmp_path / "trace.parquet")
     written = [tmp_path / "a.json", tmp_path / "a.parquet", tmp_path / "trace.parquet"]
     written.append(records.write_record(record_for(150), tmp_path / "records"))
     written.append(fetch.fetch_archive(tmp_path / "data", archive_source()))

@@ -31,6 +31,7 @@ from dtrholes import (
     runner,
 )
 from simulator import Result, Trace, UserError, parse_trace
+from simulator.result import interval_top
 
 SEED = 20261129
 STAGE_OF = {"edges": "edge", "repeats": "repeat"}  # and stage_<x>: the stage X's records
@@ -414,7 +415,7 @@ def _first(candidates: list[dict], test) -> list[str]:
 
 def _top(record: dict) -> int:
     result = record["result"]
-    return result["budget_hi"] if result["budget_hi"] is not None else result["budget"]
+    return interval_top(result["budget_hi"], unbounded=result["budget"])
 
 
 def check_reexecution(
@@ -534,8 +535,8 @@ def _tile_failures(ctx: Context, where: str, m: maps.Map, t: maps.Tile) -> list[
     outcome = result.get("outcome", maps.TIMEOUT)
     if stated != ("map", m.trace, m.policy, t.run_budget) or outcome != t.outcome:
         return [Failure("maps", at, f"record {t.run_id} is another run: {stated}, {outcome}")]
-    hi = result.get("budget_hi")
-    if t.exact and not (result["budget_lo"] <= t.first and (hi is None or t.last <= hi)):
+    hi = interval_top(result.get("budget_hi"), unbounded=t.last)
+    if t.exact and not (result["budget_lo"] <= t.first and t.last <= hi):
         return [Failure("maps", at, f"outside the certified interval of record {t.run_id}")]
     return []
 

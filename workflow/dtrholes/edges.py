@@ -173,4 +173,4 @@ def _cost(held: _Held, cap: float | None) -> float:
 
 def _top(result: Result) -> int:
     """The highest budget certified to end like `result` (an unbounded one cannot be here)."""
-    return result.budget_hi if result.budget_hi is not None else result.budget
+    return result.top(unbounded=result.budget)

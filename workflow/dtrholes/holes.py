@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dtrholes import files, plan
+from dtrholes.feasibility import FAILING, Hole, SampledSummary
 from simulator import UserError
-
-FAILING = ("oom", "thrashed")
 
 
 @dataclass(frozen=True)
@@ -23,31 +22,6 @@ class Sample:
     budget: int
     ratio: float | None
     outcome: str
-
-
-@dataclass(frozen=True)
-class Region:
-    """A maximal run of failing samples with a completing sample just below and just above."""
-
-    ok_below: int
-    first_fail: int
-    last_fail: int
-    ok_above: int
-    failing: int
-
-
-@dataclass(frozen=True)
-class Summary:
-    """One trace × policy series, as the study's Table 1 counts it."""
-
-    samples: int
-    first_success: int | None
-    failing_above: tuple[int, ...]  # failing budgets above the first success
-    oom_above: int
-    thrashed_above: int
-    regions: tuple[Region, ...]
-    stable_from: int | None  # lowest budget from which every higher resolved sample completes
-    unresolved: int
 
 
 def collapse(samples: list[Sample]) -> list[Sample]:
@@ -64,8 +38,8 @@ def collapse(samples: list[Sample]) -> list[Sample]:
     return [Sample(b, ratio[b], next(iter(by_budget[b]))) for b in sorted(by_budget)]
 
 
-def _regions(resolved: list[Sample]) -> tuple[Region, ...]:
-    regions, run = [], []
+def _holes(resolved: list[Sample]) -> tuple[Hole, ...]:
+    found, run = [], []
     for i, s in enumerate(resolved):
         if s.outcome in FAILING:
             run.append(i)
@@ -73,12 +47,14 @@ def _regions(resolved: list[Sample]) -> tuple[Region, ...]:
         if run and run[0] > 0 and resolved[run[0] - 1].outcome == "ok":
             below = resolved[run[0] - 1].budget
             first, last = resolved[run[0]].budget, resolved[run[-1]].budget
-            regions.append(Region(below, first, last, s.budget, len(run)))
+            found.append(Hole(first, last, below, s.budget, len(run)))
         run = []
-    return tuple(regions)
+    return tuple(found)
 
 
-def summarise(samples: list[Sample]) -> Summary:
+def summarise(samples: list[Sample]) -> SampledSummary:
+    """A series' first success, the holes above it (maximal runs of failing samples with a
+    completing sample just below and just above) and the study's counts."""
     series = collapse(samples)
     resolved = [s for s in series if s.outcome != "timeout"]  # timeouts split no region
     first = next((s.budget for s in resolved if s.outcome == "ok"), None)
@@ -89,13 +65,13 @@ def summarise(samples: list[Sample]) -> Summary:
         if s.outcome != "ok":
             break
         stable = s.budget
-    return Summary(
+    return SampledSummary(
         samples=len(series),
         first_success=first,
         failing_above=failing,
         oom_above=sum(s.outcome == "oom" for s in above),
         thrashed_above=sum(s.outcome == "thrashed" for s in above),
-        regions=_regions(resolved),
+        holes=_holes(resolved),
         stable_from=stable,
         unresolved=len(series) - len(resolved),
     )
@@ -108,22 +84,17 @@ def sample_of(record: dict) -> Sample:
     return Sample(record["budget"], record["ratio"], outcome)
 
 
-def confirmation_points(region: Region, series: list[Sample], mode: str) -> list[int]:
-    """The budgets that confirm a region: the completing samples just outside it and, inside,
-    its first and last failing sample (`brackets`) or every failing sample (`region`)."""
+def confirmation_points(hole: Hole, series: list[Sample], mode: str) -> list[int]:
+    """The budgets that confirm a sampled hole (a region): the completing samples just outside
+    it and, inside, its first and last failing sample (`brackets`) or every failing sample
+    (`region`)."""
     if mode == "brackets":
-        inside = sorted({region.first_fail, region.last_fail})
+        inside = sorted({hole.first, hole.last})
     else:
         inside = [
-            s.budget
-            for s in series
-            if region.first_fail <= s.budget <= region.last_fail and s.outcome in FAILING
+            s.budget for s in series if hole.first <= s.budget <= hole.last and s.outcome in FAILING
         ]
-    return [region.ok_below, *inside, region.ok_above]
-
-
-def region_dict(region: Region) -> dict:
-    return asdict(region)
+    return [hole.ok_below, *inside, hole.ok_above]
 
 
 @dataclass(frozen=True)
@@ -198,12 +169,18 @@ def _outcome(row: dict) -> str:
     return row["outcome"] if row["status"] == "complete" else "timeout"
 
 
-def _flat(summary: Summary) -> dict:
-    values = asdict(summary)
-    values["failing_above"] = len(summary.failing_above)
-    values["regions"] = len(summary.regions)
-    values["region_brackets"] = json.dumps([asdict(r) for r in summary.regions])
-    return values
+def _flat(summary: SampledSummary) -> dict:
+    return {
+        "samples": summary.samples,
+        "first_success": summary.first_success,
+        "failing_above": len(summary.failing_above),
+        "oom_above": summary.oom_above,
+        "thrashed_above": summary.thrashed_above,
+        "regions": len(summary.holes),
+        "region_brackets": json.dumps([h.bracket() for h in summary.holes]),
+        "stable_from": summary.stable_from,
+        "unresolved": summary.unresolved,
+    }
 
 
 SCHEMA = pa.schema(

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dtrholes import files, records
+from dtrholes.feasibility import FAILING, ExactSummary, Hole
 from simulator import Result, UserError
 from simulator.result import OK
 
 UNCOVERED = "uncovered"
 TIMEOUT = "timeout"
-FAILING = ("oom", "thrashed")
 RANGES_KEY = b"dtr_holes.map_ranges"
 
 Run = Callable[[int], tuple[Result | None, str]]
@@ -107,7 +107,7 @@ def tile(
 
 
 def _run_tile(result: Result, run_id: str, span: Span, chunk: int) -> Tile:
-    hi = span.last if result.budget_hi is None else min(result.budget_hi, span.last)
+    hi = min(result.top(unbounded=span.last), span.last)
     return Tile(
         first=result.budget,
         last=hi,
@@ -341,54 +341,32 @@ def segments(tiles: Iterable[Tile]) -> list[Segment]:
     return found
 
 
-@dataclass(frozen=True)
-class Hole:
-    """A failing segment above the first success. Exact when completing budgets bound it on
-    both sides; otherwise an uncovered stretch (or the end of the range) bounds it."""
-
-    first: int
-    last: int
-    exact: bool
-
-    @property
-    def width(self) -> int:
-        return self.last - self.first + 1
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What one trace × policy's map shows."""
-
-    runs: int
-    covered: int  # bytes with a known outcome
-    uncovered: int
-    first_success: int | None
-    holes: tuple[Hole, ...]
-
-    @property
-    def monotone(self) -> bool:
-        """No failing budget above the first success on the covered range."""
-        return not self.holes
-
-
-def summarise(m: Map) -> Summary:
+def summarise(m: Map) -> ExactSummary:
+    """A map's first success and its holes: the failing segments above it, exact when
+    completing budgets bound them on both sides (else an uncovered stretch, or the end of the
+    range, bounds them)."""
     segs = segments(m.tiles)
     first_ok = next((i for i, s in enumerate(segs) if s.kind == OK), None)
-    holes = []
-    if first_ok is not None:
-        for i in range(first_ok + 1, len(segs)):
-            if segs[i].kind == "failing":
-                bounded = i + 1 < len(segs) and segs[i + 1].kind == OK
-                exact = bounded and segs[i - 1].kind == OK
-                holes.append(Hole(segs[i].first, segs[i].last, exact))
+    later = [] if first_ok is None else range(first_ok + 1, len(segs))
+    holes = tuple(_hole(segs, i) for i in later if segs[i].kind == "failing")
     covered = sum(t.width for t in m.tiles if t.exact)
-    return Summary(
+    return ExactSummary(
         runs=m.runs,
         covered=covered,
         uncovered=sum(s.last - s.first + 1 for s in m.ranges) - covered,
         first_success=None if first_ok is None else segs[first_ok].first,
-        holes=tuple(holes),
+        holes=holes,
     )
+
+
+def _hole(segs: list[Segment], i: int) -> Hole:
+    """The failing segment `segs[i]` as a hole, bounded where a neighbour completes."""
+    failing, below = segs[i], segs[i - 1]
+    above = segs[i + 1] if i + 1 < len(segs) else None
+    ok_below = below.last if below.kind == OK else None
+    ok_above = above.first if above is not None and above.kind == OK else None
+    exact = ok_below is not None and ok_above is not None
+    return Hole(failing.first, failing.last, ok_below, ok_above, failing.width, exact)
 
 
 def outcome_at(m: Map, budget: int) -> str | None:
@@ -416,5 +394,4 @@ def estimate_runs(results: list[Result], span: Span) -> int:
 
 
 def _width(r: Result) -> int:
-    hi = r.budget_hi if r.budget_hi is not None else 2**62
-    return max(1, hi - r.budget_lo + 1)
+    return max(1, r.top(unbounded=2**62) - r.budget_lo + 1)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from dtrholes import files, holes, maps
-from dtrholes.maps import Hole, Map
+from dtrholes.feasibility import FAILING, ExactSummary, Hole
+from dtrholes.maps import Map
 
 LISTED = 200  # holes listed in the Markdown table; the Parquet table has all of them
 # The sampled stages, added one at a time: which holes each sampling would have seen.
@@ -26,17 +27,17 @@ def sampled(rows: list[dict], trace: str, policy: str) -> dict[str, list[holes.S
 
 
 def hole_rows(m: Map, samples: dict[str, list[holes.Sample]]) -> list[dict]:
-    """One row per hole: edges, width, and for each sampling whether it saw the hole (a
-    failing sample inside) and whether it merged it with another hole into one region."""
+    """One row per exact hole: edges, width, and for each sampling whether it saw the hole (a
+    failing sample inside) and whether it merged it with another into one sampled hole."""
     found = maps.summarise(m).holes
     rows = [_hole(m, h) for h in found]
     for name, stages in SAMPLINGS:
         series = holes.collapse([s for stage in stages for s in samples.get(stage, [])])
-        regions = holes.summarise(series).regions
-        owner = [_region_of(h, regions) for h in found]
+        sampled_holes = holes.summarise(series).holes
+        owner = [_enclosing(h, sampled_holes) for h in found]
         for row, h, region in zip(rows, found, owner, strict=True):
             row[f"seen_{name}"] = any(
-                h.first <= s.budget <= h.last and s.outcome in maps.FAILING for s in series
+                h.first <= s.budget <= h.last and s.outcome in FAILING for s in series
             )
             row[f"merged_{name}"] = region is not None and owner.count(region) > 1
     return rows
@@ -55,12 +56,9 @@ def _hole(m: Map, h: Hole) -> dict:
     }
 
 
-def _region_of(h: Hole, regions: tuple[holes.Region, ...]) -> int | None:
-    """The sampled region whose completing brackets enclose the hole, if any."""
-    for i, r in enumerate(regions):
-        if r.ok_below < h.first and h.last < r.ok_above:
-            return i
-    return None
+def _enclosing(exact: Hole, sampled: tuple[Hole, ...]) -> int | None:
+    """The sampled hole whose completing brackets enclose an exact hole, if any."""
+    return next((i for i, h in enumerate(sampled) if h.encloses(exact)), None)
 
 
 def disagreements(m: Map, samples: dict[str, list[holes.Sample]]) -> list[int]:
@@ -100,7 +98,7 @@ def series_row(m: Map, found: list[dict], disagree: list[int]) -> dict:
     return row
 
 
-def verdict(m: Map, summary: maps.Summary) -> str:
+def verdict(m: Map, summary: ExactSummary) -> str:
     reasons = {t.reason for t in m.tiles if t.reason}
     if not m.ranges:
         return "not mapped: no range planned"

@@ -210,7 +210,7 @@ def repeat_regions(
         sessions = [
             stack.enter_context(job.session(fresh=True)) for _ in range(confirmation["repeats"])
         ]
-        found = holes.summarise(collapsed).regions
+        found = holes.summarise(collapsed).holes
         for number, region in enumerate(found, 1):
             points = []
             for budget in holes.confirmation_points(region, collapsed, confirmation["points"]):
@@ -225,10 +225,10 @@ def repeat_regions(
                     {"budget": budget, "outcome": known[budget].outcome, "disagree": disagree}
                 )
             confirmed = all(not p["disagree"] for p in points)
-            regions.append({**holes.region_dict(region), "points": points, "confirmed": confirmed})
+            regions.append({**region.bracket(), "points": points, "confirmed": confirmed})
             progress(
                 f"[{number}/{len(found)}] {job.trace} {job.policy} region"
-                f" {region.first_fail:,}-{region.last_fail:,} bytes, {len(points)} points:"
+                f" {region.first:,}-{region.last:,} bytes, {len(points)} points:"
                 f" {'confirmed' if confirmed else 'repeats disagree'}"
             )
     return regions, list(dict.fromkeys(run_ids))  # a point bracketing two regions: once
@@ -363,7 +363,7 @@ def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool
     around = [
         maps.Span(max(span.first, r.ok_below - margin), min(span.last, r.ok_above + margin))
         for found in listed.values()
-        for r in holes.summarise(series(found)).regions
+        for r in holes.summarise(series(found)).holes
     ]
     near = [[s.first, s.last] for s in maps.union(around)]
     plans = {}
