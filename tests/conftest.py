@@ -1,29 +1,28 @@
-"""Shared fixtures: the verified trace archive, traces by name, and simrd's reference results."""
+"""Shared fixtures: the verified trace archive, traces by name, and simrd's reference results.
+They use the simulator alone (tests/support/archive.py), so the simulator's tests import
+nothing of the workflow."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dtrholes import fetch
 from simulator.trace import Trace
+from tests.support.archive import archive_source, fetch_archive, load_trace
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_MIRROR = REPO_ROOT.parent / "shared" / "traces" / "dtr-logs.zip"
 REFERENCE = Path(__file__).parent / "data" / "simrd_reference.jsonl"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first, then the other workflow tests, then the unit tests: pytest-xdist
-    hands tests to its workers in this order, so the pipeline runs of minutes overlap the many
-    short tests on the other worker instead of trailing them."""
+    """The slow tests first, then the pipeline's other tests (tests/workflow/), then the unit
+    tests: pytest-xdist hands tests to its workers in this order, so the pipeline runs of
+    minutes overlap the many short tests on the other worker instead of trailing them."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("slow"):
@@ -33,28 +32,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: collection order within each rank
 
 
-def archive_source() -> str:
-    """$DTR_HOLES_ARCHIVE, else the shared mirror beside the clone, else the canonical URL."""
-    if os.environ.get(fetch.ARCHIVE_ENV):
-        return os.environ[fetch.ARCHIVE_ENV]
-    if SHARED_MIRROR.is_file():
-        return str(SHARED_MIRROR)
-    return fetch.ARCHIVE_URL
-
-
 @pytest.fixture(scope="session")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The verified archive, fetched once per session into a temporary data directory."""
-    return fetch.fetch_archive(tmp_path_factory.mktemp("data"), archive_source())
+    return fetch_archive(tmp_path_factory.mktemp("data"), archive_source())
 
 
 @pytest.fixture(scope="session")
 def load_named(archive: Path) -> Callable[[str], Trace]:
-    """Trace name -> compiled Trace, compiled once per session (cached beside the archive)."""
+    """Trace name -> Trace, parsed once per session."""
 
     @functools.cache
     def load(name: str) -> Trace:
-        return fetch.load_trace(name, archive.parent, str(archive))
+        return load_trace(archive, name)
 
     return load
 

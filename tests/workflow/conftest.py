@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow.scenario import make_scenario, snakemake
+from tests.support.scenario import make_scenario, snakemake
 
 
 @pytest.fixture

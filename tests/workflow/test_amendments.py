@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from tests.workflow.scenario import copy_of, planned, planned_jobs, planned_outputs, snakemake
+from tests.support.scenario import copy_of, planned, planned_jobs, planned_outputs, snakemake
 
 SERIES_RULES = (
     "sweep_stage",

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from dtrholes import maps, records
-from tests.conftest import archive_source
-from tests.unit.test_records import session_processes
-from tests.workflow.scenario import PLANNED, REPO, copy_of, planned, snakemake
+from tests.support.archive import archive_source
+from tests.support.records import session_processes
+from tests.support.scenario import PLANNED, REPO, copy_of, planned, snakemake
 
 
 def test_dry_run_plans_one_job_per_chunk(scenario: Path) -> None:

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dtrholes import records
-from tests.conftest import archive_source
-from tests.workflow.scenario import REPO, make_scenario
+from tests.support.archive import archive_source
+from tests.support.scenario import REPO, make_scenario
 
 CLUSTER = REPO / "tests" / "cluster"
 PROFILE = REPO / "profiles" / "slurm"

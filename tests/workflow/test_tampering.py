@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dtrholes import cli, fetch, maps, plan
-from tests.workflow.scenario import copy_of
+from tests.support.scenario import copy_of
 
 TRACE = "resnet32"
 

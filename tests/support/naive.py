@@ -1,0 +1,497 @@
+"""A slow, obviously-correct replay of simrd's RuntimeV2EagerOptimized, to cross-check simulators.
+
+Besides simrd's six heuristics it runs the study's five policies (SCORES, DEFAULT_PARAMS).
+
+Evicted neighbourhoods are recomputed from scratch at every score. simrd instead keeps them up to
+date at evictions and recomputations, so an operator that has not run yet is invisible to them:
+we get the same by ignoring tensors whose operator never ran (`Tensor.born`). simrd can still
+see such a pending operator, depending on history, when a new operator with two or more evicted
+arguments waits for them to be recomputed; `tests.support.tracegen` avoids that by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator import centrality
+from simulator.trace import COMPUTE, GET, PIN, RELEASE, Trace
+
+
+@dataclass(eq=False)
+class EqClass:
+    """A set of evicted storages whose recomputation costs are lumped together (DTREqClass)."""
+
+    value: int
+    members: set[Storage] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class Op:
+    """One operator of the trace; running it defines all of its outputs at once."""
+
+    cost: int
+    outputs: list[Tensor] = field(default_factory=list)
+
+    @property
+    def total_size(self) -> int:
+        return sum(t.size for t in self.outputs)
+
+
+@dataclass(eq=False)
+class Storage:
+    """A buffer shared by a tensor and its aliases; the unit that is evicted."""
+
+    size: int
+    index: int  # storages are numbered in creation order (centrality ranks are indexed so)
+    root: int  # id of the tensor that allocated it (TwoPhase's last tie-break)
+    tensors: list[Tensor] = field(default_factory=list)
+    material: bool = False
+    locks: int = 0
+    refs: int = 0
+    pinned: bool = False
+    last_access: float = -math.inf
+    eq_class: EqClass | None = None
+
+    @property
+    def root_name(self) -> str:
+        return self.tensors[0].name
+
+    @property
+    def compute(self) -> int:
+        """Cost of every distinct operator that wrote a tensor of this storage."""
+        ops = {id(t.op): t.op for t in self.tensors}
+        return sum(op.cost for op in ops.values())
+
+    @property
+    def born(self) -> bool:
+        return self.tensors[0].born
+
+    @property
+    def born_compute(self) -> int:
+        """`compute` without views created but not run yet (what simrd's regions hold)."""
+        ops = {id(t.op): t.op for t in self.tensors if t.born}
+        return sum(op.cost for op in ops.values())
+
+
+@dataclass(eq=False)
+class Tensor:
+    """One output of one operator, living in a storage (its own or, for an alias, a parent's)."""
+
+    name: str
+    op: Op
+    size: int  # bytes this output allocates (0 for an alias)
+    storage: Storage
+    parents: list[Tensor]
+    children: list[Tensor] = field(default_factory=list)
+    defined: bool = False
+    born: bool = False  # its operator has run at least once
+
+    @property
+    def siblings(self) -> list[Tensor]:
+        return [u for u in self.op.outputs if u is not self]
+
+
+class OutOfMemory(Exception):
+    """The evictable pool ran dry before an allocation fit."""
+
+
+class Thrashed(Exception):
+    """Rematerialization compute went over the limit."""
+
+
+def evicted_region(s: Storage, step: Callable[[Tensor], list[Tensor]]) -> set[Storage]:
+    """Evicted storages reachable from `s` along `step`, not crossing material storages."""
+    found: set[Storage] = set()
+
+    def visit(storage: Storage) -> None:
+        for t in storage.tensors:
+            for u in step(t):
+                if u.storage.born and not u.storage.material and u.storage not in found:
+                    found.add(u.storage)
+                    visit(u.storage)
+
+    visit(s)
+    return found
+
+
+def region_compute(s: Storage, step: Callable[[Tensor], list[Tensor]]) -> int:
+    return sum(u.born_compute for u in evicted_region(s, step))
+
+
+def evicted_neighbours(s: Storage) -> set[Storage]:
+    """Evicted storages one parent or child edge away from `s`."""
+    near = {u.storage for t in s.tensors for u in t.parents + t.children}
+    return {n for n in near if not n.material and n is not s}
+
+
+def children(t: Tensor) -> list[Tensor]:
+    return t.children
+
+
+def parents(t: Tensor) -> list[Tensor]:
+    return t.parents
+
+
+def region_count(s: Storage) -> int:
+    """|e*(s)|: storages in the forward and in the reverse evicted region."""
+    return len(evicted_region(s, children)) + len(evicted_region(s, parents))
+
+
+def e_star(s: Storage) -> int:
+    return s.compute + region_compute(s, children) + region_compute(s, parents)
+
+
+def ratio(numerator: int, denominator: float) -> float:
+    # int / int true division is what simrd does, so it rounds exactly once.
+    return numerator / denominator if denominator > 0 else math.inf
+
+
+def staleness(s: Storage, clock: int) -> float:
+    return clock - s.last_access
+
+
+Params = dict[str, float]
+
+
+def score_dtr(s: Storage, clock: int, params: Params) -> float:
+    return ratio(e_star(s), s.size * staleness(s, clock))
+
+
+def score_dtr_eqclass(s: Storage, clock: int, params: Params) -> float:
+    classes = {id(n.eq_class): n.eq_class for n in evicted_neighbours(s)}
+    lumped = sum(c.value for c in classes.values())
+    return ratio(s.compute + lumped, s.size * staleness(s, clock))
+
+
+def score_dtr_local(s: Storage, clock: int, params: Params) -> float:
+    return ratio(s.compute, s.size * staleness(s, clock))
+
+
+def score_msps(s: Storage, clock: int, params: Params) -> float:
+    return ratio(s.compute + region_compute(s, parents), s.size)
+
+
+def score_lru(s: Storage, clock: int, params: Params) -> float:
+    return s.last_access
+
+
+def score_largest_storage(s: Storage, clock: int, params: Params) -> float:
+    return ratio(1, s.size)
+
+
+def score_nbhd_penalty(s: Storage, clock: int, params: Params) -> float:
+    return score_dtr(s, clock, params) * (1 + params["b"] * region_count(s))
+
+
+def score_he_star(s: Storage, clock: int, params: Params) -> float:
+    return float(region_count(s))
+
+
+def score_cost_stale(s: Storage, clock: int, params: Params) -> float:
+    return ratio(e_star(s), staleness(s, clock))
+
+
+# Each policy's score. Most evict by DTR's choose on it; TwoPhase ranks its candidates by
+# e*/staleness and TControlInspired runs DTR among its unlocked storages (see Replay.choose).
+SCORES: dict[str, Callable[[Storage, int, Params], float]] = {
+    "dtr": score_dtr,
+    "dtr-eqclass": score_dtr_eqclass,
+    "dtr-local": score_dtr_local,
+    "msps": score_msps,
+    "lru": score_lru,
+    "largest-storage": score_largest_storage,
+    "nbhd-penalty": score_nbhd_penalty,
+    "two-phase": score_cost_stale,
+    "he-star": score_he_star,
+    "cost-stale": score_cost_stale,
+    "tcontrol-inspired": score_dtr,
+}
+
+DEFAULT_PARAMS: dict[str, Params] = {
+    "nbhd-penalty": {"b": 0.25},
+    "two-phase": {"k": 8},
+    "tcontrol-inspired": {"alpha": 0.3, "floor": 0.01, "seed": 20260926},
+}
+
+
+def build_graph(trace: Trace) -> tuple[list[Op], list[Tensor]]:
+    """Plain objects for every operator and tensor, with storages shared by aliases.
+
+    Tensors join their storage and their parents' children only when created (`Replay.create`):
+    simrd's graph grows as the replay goes, so a not-yet-run operator must be invisible.
+    """
+    ops: list[Op] = []
+    tensors: list[Tensor] = []
+    n_storages = 0
+    for i in range(trace.n_ops):
+        op = Op(int(trace.op_cost[i]))
+        args = [tensors[a] for a in trace.op_args[trace.op_arg_ptr[i] : trace.op_arg_ptr[i + 1]]]
+        for t in range(trace.op_out_ptr[i], trace.op_out_ptr[i + 1]):
+            alias = int(trace.tensor_alias[t])
+            size = int(trace.tensor_size[t])
+            if alias >= 0:
+                storage = args[alias].storage
+            else:
+                storage = Storage(size, index=n_storages, root=t)
+                n_storages += 1
+            tensor = Tensor(trace.tensor_names[t], op, size, storage, args)
+            op.outputs.append(tensor)
+            tensors.append(tensor)
+        ops.append(op)
+    return ops, tensors
+
+
+class Replay:
+    """Mutable state of one replay; every method mirrors one step of simrd's runtime."""
+
+    def __init__(
+        self, budget: int, policy: str, params: Params, ranks: np.ndarray, remat_limit: float
+    ):
+        self.budget = budget
+        self.policy = policy
+        self.score = SCORES[policy]
+        self.params = params
+        self.ranks = ranks
+        self.remat_limit = remat_limit
+        self.clock = 1
+        self.memory = 0
+        self.peak = 0
+        self.model_compute = 0
+        self.remat_compute = 0
+        self.pool: list[Storage] = []
+        self.evicted: list[str] = []
+        self.evals = 0
+        self.eager_frees = 0
+        self.lock_fallbacks = 0
+
+    def lock(self, s: Storage) -> None:
+        assert s.material
+        if s.locks == 0:
+            self.pool.remove(s)
+        s.locks += 1
+
+    def unlock(self, s: Storage) -> None:
+        s.locks -= 1
+        if s.locks == 0:
+            self.pool.append(s)
+
+    def evict(self, s: Storage) -> None:
+        assert s.locks == 0 and not s.pinned
+        s.material = False
+        self.memory -= s.size
+        self.pool.remove(s)
+        for t in s.tensors:
+            t.defined = False
+        self.join_eq_class(s)
+
+    def join_eq_class(self, s: Storage) -> None:
+        """Give `s` a fresh class, then merge every distinct class of its evicted neighbours."""
+        mine = EqClass(s.compute, {s})
+        s.eq_class = mine
+        for n in evicted_neighbours(s):
+            theirs = n.eq_class
+            if theirs is not mine:
+                mine.value += theirs.value
+                mine.members |= theirs.members
+                for m in theirs.members:
+                    m.eq_class = mine
+
+    def leave_eq_class(self, s: Storage) -> None:
+        # simrd never splits a class: the rest stays together, only the value drops.
+        s.eq_class.value -= s.compute
+        s.eq_class.members.discard(s)
+        s.eq_class = None
+
+    def choose(self, request: int) -> Storage:
+        if self.policy == "two-phase":
+            return self.choose_covering(request)
+        if self.policy == "tcontrol-inspired":
+            return self.choose_uncentral()
+        return self.scan(self.pool)
+
+    def scan(self, candidates: list[Storage]) -> Storage:
+        """The last candidate of minimal score, stopping early at the first zero score."""
+        best_score, best = math.inf, None
+        for s in candidates:
+            score = self.score(s, self.clock, self.params)
+            self.evals += 1
+            if score <= best_score:
+                best_score, best = score, s
+            if score == 0:
+                break
+        return best
+
+    def choose_covering(self, request: int) -> Storage:
+        """TwoPhase: the lowest e*/staleness among storages that alone cover the shortfall (else
+        among the k largest), ties to the larger, then the older storage."""
+        need = max(self.memory + request - self.budget, 1)
+        candidates = [s for s in self.pool if s.size >= need]
+        if not candidates:
+            by_size = sorted(self.pool, key=lambda s: (-s.size, s.root))
+            candidates = by_size[: int(self.params["k"])]
+        self.evals += len(candidates)
+        return min(
+            candidates, key=lambda s: (self.score(s, self.clock, self.params), -s.size, s.root)
+        )
+
+    def choose_uncentral(self) -> Storage:
+        """TControlInspired: DTR's choice outside the ceil(K*N) most central storages."""
+        residual = max(self.budget - self.memory, 0)
+        share = self.params["alpha"] * residual / self.budget if self.budget > 0 else 0.0
+        n_locked = math.ceil((share + self.params["floor"]) * len(self.ranks))
+        unlocked = [s for s in self.pool if self.ranks[s.index] >= n_locked]
+        if unlocked:
+            return self.scan(unlocked)
+        self.lock_fallbacks += 1
+        return self.scan(self.pool)
+
+    def free(self, size: int) -> None:
+        while self.memory + size > self.budget:
+            if not self.pool:
+                raise OutOfMemory
+            victim = self.choose(size)
+            self.evict(victim)
+            self.evicted.append(victim.root_name)
+
+    def run_op(self, t: Tensor, remat: bool) -> None:
+        """Execute `t`'s operator, defining every output and pooling newly material storages."""
+        order = [*t.siblings, t]
+        fresh = [u.storage for u in order if not u.storage.material]
+        already = [u for u in t.siblings if u.defined]
+        self.clock += t.op.cost
+        self.memory += t.op.total_size
+        self.peak = max(self.peak, self.memory)
+        if remat:
+            self.remat_compute += t.op.cost
+        else:
+            self.model_compute += t.op.cost
+        for u in order:
+            u.storage.material = True
+            u.defined = True
+            u.born = True
+        # Outputs that were already in memory were computed twice; drop the duplicate bytes.
+        self.memory -= sum(u.size for u in already)
+        for s in fresh:
+            if s not in self.pool:
+                self.pool.append(s)
+            self.leave_eq_class(s)
+
+    def materialize(self, t: Tensor, remat: bool) -> None:
+        for p in t.parents:
+            p.storage.last_access = self.clock
+        missing = [p for p in t.parents if not p.defined]
+        for p in t.parents:
+            if p.defined:
+                self.lock(p.storage)
+        for p in missing:
+            if not p.defined:  # a sibling's recomputation may have defined it meanwhile
+                self.materialize(p, remat=True)
+            self.lock(p.storage)
+        self.free(t.op.total_size)
+        self.run_op(t, remat)
+        for p in t.parents:
+            self.unlock(p.storage)
+        if self.remat_compute > self.remat_limit:
+            raise Thrashed
+
+    def create(self, op: Op) -> None:
+        for t in op.outputs:
+            if not t.storage.tensors:
+                # As in simrd, a storage not computed yet counts as evicted, in a class worth 0
+                # that evictions may merge into theirs; its first computation then subtracts
+                # its cost from that merged class.
+                t.storage.eq_class = EqClass(0, {t.storage})
+            t.storage.tensors.append(t)
+            t.storage.refs += 1
+        for parent in op.outputs[0].parents:
+            parent.children.extend(op.outputs)
+        self.materialize(op.outputs[0], remat=False)
+        for t in op.outputs:
+            t.storage.last_access = self.clock
+
+    def pin(self, t: Tensor) -> None:
+        if not t.defined:
+            self.materialize(t, remat=True)
+        if not t.storage.pinned:
+            self.lock(t.storage)
+            t.storage.pinned = True
+
+    def release(self, t: Tensor) -> None:
+        s = t.storage
+        s.refs -= 1
+        if s.refs == 0 and s.material and not s.pinned:
+            self.evict(s)
+            self.eager_frees += 1
+
+    def step(self, kind: int, arg: int, ops: list[Op], tensors: list[Tensor]) -> None:
+        if kind == COMPUTE:
+            self.create(ops[arg])
+        elif kind == GET:
+            tensors[arg].storage.refs += 1
+        elif kind == PIN:
+            self.pin(tensors[arg])
+        elif kind == RELEASE:
+            self.release(tensors[arg])
+
+    def summary(self, outcome: str) -> dict:
+        return {
+            "outcome": outcome,
+            "clock": self.clock,
+            "model_compute": self.model_compute,
+            "remat_compute": self.remat_compute,
+            "peak_memory": self.peak,
+            "evictions": len(self.evicted),
+            "evicted": list(self.evicted),
+            "heuristic_evals": self.evals,
+            "eager_frees": self.eager_frees,
+            "lock_fallbacks": self.lock_fallbacks,
+        }
+
+
+def naive_simulate(
+    trace: Trace,
+    budget: int,
+    policy: str,
+    remat_limit: float = math.inf,
+    params: Params | None = None,
+    ranks: np.ndarray | None = None,
+) -> dict:
+    """Replay `trace` under `budget` bytes with one of SCORES' policies, the slow way.
+
+    `params` override DEFAULT_PARAMS. `ranks`: each storage's centrality rank (0 = most central)
+    for tcontrol-inspired; computed with simulator.centrality and the `seed` param if not given.
+    """
+    params = {**DEFAULT_PARAMS.get(policy, {}), **(params or {})}
+    if ranks is None and policy == "tcontrol-inspired":
+        ranks = centrality.ranks(centrality.betweenness(trace, int(params["seed"])))
+    ops, tensors = build_graph(trace)
+    replay = Replay(budget, policy, params, ranks, remat_limit)
+    try:
+        for kind, arg in zip(trace.cmd_kind.tolist(), trace.cmd_arg.tolist(), strict=True):
+            replay.step(kind, arg, ops, tensors)
+    except OutOfMemory:
+        return replay.summary("oom")
+    except Thrashed:
+        return replay.summary("thrashed")
+    return replay.summary("ok")
+
+
+def naive_capped(
+    trace: Trace,
+    budget: int,
+    policy: str,
+    overhead_cap: float | None,
+    params: Params | None = None,
+    ranks: np.ndarray | None = None,
+) -> dict:
+    """`naive_simulate` under simulate()'s overhead cap (remat compute up to model compute ×
+    (cap − 1)), with the digest of its eviction sequence as `eviction_seq_sha256`."""
+    limit = math.inf if overhead_cap is None else trace.model_compute * (overhead_cap - 1)
+    run = naive_simulate(trace, budget, policy, remat_limit=limit, params=params, ranks=ranks)
+    digest = hashlib.sha256("\n".join(run["evicted"]).encode()).hexdigest()
+    return {**run, "eviction_seq_sha256": digest}
