@@ -1,0 +1,395 @@
+"""An explanation of a feasibility hole as frozen types, and its one JSON form."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from dataclasses import dataclass, field
+
+from simulator import UserError
+
+Score = float | str  # "inf" where a storage of 0 bytes scores infinite: JSON has no infinity
+OPTIONAL_KEY = {"optional_key": True}  # None is written as no key at all
+MAPPING = {"mapping": True}  # (name, value) pairs written as a JSON object
+
+
+class ExplanationError(UserError):
+    """An explanation whose JSON is not of the shape these types give it."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What an explanation states of one run."""
+
+    budget: int
+    ratio: float | None  # of the trace's peak memory, when known
+    outcome: str
+    overhead: float
+    evictions: int
+    rematerializations: int
+    max_depth: int
+    eviction_seq_sha256: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An eviction decision: the storage chosen, its score, and the allocation's shortfall
+    (bytes in use + request - budget)."""
+
+    decision: int  # numbered from 0 in its run
+    step: int
+    op: int
+    storage: str
+    size: int
+    score: Score
+    shortfall: int
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A storage a decision could choose, with its score's components."""
+
+    storage: str
+    e_star: int
+    size: int
+    staleness: int
+    neighbourhood: int
+    score: Score
+
+
+@dataclass(frozen=True)
+class RankedDecision(Decision):
+    """A decision with the best candidates it weighed; `rank`: the chosen one's among the
+    `candidates` evaluated (None where the policy orders otherwise)."""
+
+    rank: int | None
+    candidates: int
+    top: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class EventCounts:
+    evictions: int
+    rematerializations: int
+
+
+@dataclass(frozen=True)
+class CountsByRun:
+    ok: EventCounts
+    fail: EventCounts
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The common prefix of the two runs' decisions, the first that differs (None: the run
+    decides no further) and what each run did before and after it."""
+
+    common_prefix: int
+    step: int | None
+    ok: Decision | None
+    fail: Decision | None
+    before: CountsByRun
+    after: CountsByRun
+
+
+@dataclass(frozen=True)
+class SameAllocation:
+    """What the other run did at the allocation check where a run decided: its shortfall
+    (None: it never met that check; at most 0: it fit), what it evicted and the bytes freed."""
+
+    step: int
+    op: int
+    shortfall: int | None
+    evicted: tuple[str, ...]
+    freed: int
+
+
+@dataclass(frozen=True)
+class Decisive:
+    """The failing run's removal of the storage to retain, and the completing run's
+    contrasting decision, each with what the other run did at the same allocation."""
+
+    storage: str
+    size: int
+    removed_by: str  # "evict" or "free"
+    removed_at_step: int
+    needed_at_step: int | None  # None: the failure does not rebuild it
+    ok_holds_it: bool
+    eviction: RankedDecision | None
+    contrast: RankedDecision | None
+    failing_at_contrast: SameAllocation | None
+    completing_at_eviction: SameAllocation | None
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    op: int
+    outcome: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class StepActivity:
+    """What one step of the probe's window did."""
+
+    step: int
+    evicted: tuple[str, ...]
+    remats: int
+    depth: int
+    failed: StepFailure | None = field(default=None, metadata=OPTIONAL_KEY)
+
+
+@dataclass(frozen=True)
+class ProbedRun:
+    """One run's decisions in the window (first and last halves when capped) and its steps."""
+
+    decisions: tuple[RankedDecision, ...]
+    omitted: int  # decisions of the window's middle left out
+    steps: tuple[StepActivity, ...]
+
+
+@dataclass(frozen=True)
+class Probe:
+    first_step: int
+    last_step: int
+    top: int
+    ok: ProbedRun
+    fail: ProbedRun
+
+
+@dataclass(frozen=True)
+class FailurePoint:
+    """Where and how the failing run stopped."""
+
+    step: int
+    op: int
+    outcome: str
+    depth: int
+    pinned: int
+    request: int
+    over_budget: int
+
+
+@dataclass(frozen=True)
+class Rebuilding:
+    """A storage being rebuilt when the failing run stopped, with how it last left memory
+    (None throughout: it never did) and the completing run's first eviction of it."""
+
+    storage: str
+    op: int
+    depth: int
+    size: int | None
+    removed_by: str | None
+    evicted_by_decision: int | None
+    evicted_at_step: int | None
+    steps_before_failure: int | None
+    ok_run_first_evicted_at_step: int | None
+
+
+@dataclass(frozen=True)
+class Cascade(FailurePoint):
+    """The failure and the rematerializations in progress, outermost first."""
+
+    rebuilding: tuple[Rebuilding, ...]
+
+
+@dataclass(frozen=True)
+class Retention:
+    """The failing budget rerun with the storage never a candidate, and a control retaining
+    nothing that must reproduce the failure for the test to be valid."""
+
+    storage: str
+    intervention: RunSummary
+    control: RunSummary
+    control_reproduces_failure: bool
+    valid: bool
+    retaining_completes: bool
+
+
+@dataclass(frozen=True)
+class EvictionNumbers:
+    """The mechanism's account of the failing run's eviction of the storage."""
+
+    completing_shortfall: int | None
+    completing_evicted: tuple[str, ...]
+    completing_freed: int
+    step: int
+    shortfall: int
+    rank: int | None
+    score: Score
+    candidates: int
+    runner_up: str | None
+    runner_up_score: Score | None
+
+
+@dataclass(frozen=True)
+class ContrastNumbers:
+    """The mechanism's account of the completing run's contrasting eviction."""
+
+    step: int
+    storage: str
+    size: int
+    shortfall: int
+    op: int
+    failing_shortfall: int | None
+    failing_evicted: tuple[str, ...]
+    failing_freed: int
+
+
+@dataclass(frozen=True)
+class RetentionNumbers:
+    outcome: str
+    overhead: float
+    valid: bool
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """The explanation's story in numbers and sentences, derived from its other parts."""
+
+    budget_difference: int
+    storage: str | None  # None: the failing run removed nothing to retain
+    size: int | None
+    removed_by: str | None
+    removed_at_step: int | None
+    needed_at_step: int | None
+    steps_until_failure: int | None
+    eviction: EvictionNumbers | None
+    contrast: ContrastNumbers | None
+    failure: FailurePoint
+    retention: RetentionNumbers | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Citations:
+    """The run ids of the records the two runs are."""
+
+    ok: str
+    fail: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a budget fails where another completes: divergence, decisive decisions, probe,
+    cascade and retention, summed up by the mechanism."""
+
+    mechanism: Mechanism
+    trace: str
+    trace_sha256: str
+    policy: str
+    params: tuple[tuple[str, float], ...] = field(metadata=MAPPING)
+    overhead_cap: float | None
+    peak_memory: int | None
+    ok: RunSummary
+    fail: RunSummary
+    divergence: Divergence
+    decisive: Decisive | None
+    probe: Probe
+    cascade: Cascade
+    retention: Retention | None
+    cites: Citations | None = field(default=None, metadata=OPTIONAL_KEY)
+
+
+def to_json(x: Explanation) -> dict:
+    """The explanation as JSON values: each part an object of its fields, tuples as lists."""
+    return _plain(x)
+
+
+def _plain(value: object) -> object:
+    if dataclasses.is_dataclass(value):
+        return {
+            f.name: dict(v) if f.metadata.get("mapping") else _plain(v)
+            for f in dataclasses.fields(value)
+            if (v := getattr(value, f.name)) is not None or not f.metadata.get("optional_key")
+        }
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def from_json(value: object) -> Explanation:
+    """The explanation `to_json` gave `value`; ExplanationError names the first part that is
+    not of its type."""
+    return _parsed(Explanation, value, "explanation")
+
+
+def _parsed(kind: object, value: object, where: str) -> object:
+    if dataclasses.is_dataclass(kind):
+        return _parsed_fields(kind, value, where)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is types.UnionType:
+        return _parsed_union(args, value, where)
+    if origin is tuple and isinstance(value, list):
+        return tuple(_parsed(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is None and _is(kind, value):
+        return value
+    raise ExplanationError(where, _name(kind), repr(value)[:80])
+
+
+def _parsed_union(options: tuple, value: object, where: str) -> object:
+    """The first option `value` is of; with one besides None, that option's own complaint."""
+    if value is None and type(None) in options:
+        return None
+    rest = [option for option in options if option is not type(None)]
+    if len(rest) == 1:
+        return _parsed(rest[0], value, where)
+    for option in rest:
+        try:
+            return _parsed(option, value, where)
+        except ExplanationError:
+            pass
+    raise ExplanationError(where, " or ".join(map(_name, options)), repr(value)[:80])
+
+
+def _parsed_fields(kind: type, value: object, where: str) -> object:
+    if not isinstance(value, dict):
+        raise ExplanationError(where, f"an object ({kind.__name__})", repr(value)[:80])
+    known = {f.name: f for f in dataclasses.fields(kind)}
+    if unknown := sorted(value.keys() - known.keys()):
+        raise ExplanationError(where, f"the keys of {kind.__name__}", f"also {unknown}")
+    parsed = {}
+    for name, f in known.items():
+        if name in value:
+            hint = _hints(kind)[name]
+            parse = _parsed_mapping if f.metadata.get("mapping") else _parsed
+            parsed[name] = parse(hint, value[name], f"{where}.{name}")
+        elif not f.metadata.get("optional_key"):
+            raise ExplanationError(where, f"a key {name!r}", "none")
+    return kind(**parsed)
+
+
+def _parsed_mapping(kind: object, value: object, where: str) -> tuple:
+    """(name, value) pairs from a JSON object: `kind` is tuple[tuple[str, V], ...]."""
+    if not isinstance(value, dict):
+        raise ExplanationError(where, "an object", repr(value)[:80])
+    item = typing.get_args(typing.get_args(kind)[0])[1]
+    return tuple((k, _parsed(item, v, f"{where}.{k}")) for k, v in value.items())
+
+
+@functools.cache
+def _hints(kind: type) -> dict[str, object]:
+    return typing.get_type_hints(kind)
+
+
+def _is(kind: object, value: object) -> bool:
+    """Whether a JSON value is of a scalar type: a float may be written as an integer, but a
+    bool is no number."""
+    if kind in (int, float) and isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float) if kind is float else kind)
+
+
+def _name(kind: object) -> str:
+    if typing.get_origin(kind) is tuple:
+        return "a list"
+    names = {
+        type(None): "null",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "a boolean",
+    }
+    return names.get(kind, getattr(kind, "__name__", str(kind)))
