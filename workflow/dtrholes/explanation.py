@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulator import UserError
@@ -313,20 +314,53 @@ def _plain(value: object) -> object:
 def from_json(value: object) -> Explanation:
     """The explanation `to_json` gave `value`; ExplanationError names the first part that is
     not of its type."""
-    return _parsed(Explanation, value, "explanation")
+    return _parser(Explanation)(value, "explanation")
 
 
-def _parsed(kind: object, value: object, where: str) -> object:
-    if dataclasses.is_dataclass(kind):
-        return _parsed_fields(kind, value, where)
+Parser = Callable[[object, str], object]  # a JSON value and where it is -> the typed value
+
+
+@functools.cache
+def _parser(kind: object) -> Parser:
+    """The parser of one type, made once: an audit reads megabytes of explanations."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if dataclasses.is_dataclass(kind):
+        return functools.partial(_parsed_fields, kind)
     if origin is types.UnionType:
-        return _parsed_union(args, value, where)
-    if origin is tuple and isinstance(value, list):
-        return tuple(_parsed(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is None and _is(kind, value):
-        return value
-    raise ExplanationError(where, _name(kind), repr(value)[:80])
+        return functools.partial(_parsed_union, args)
+    if origin is tuple:
+        return functools.partial(_parsed_list, args[0])
+    return functools.partial(_parsed_scalar, kind)
+
+
+def _parsed_fields(kind: type, value: object, where: str) -> object:
+    if not isinstance(value, dict):
+        raise ExplanationError(where, f"an object ({kind.__name__})", repr(value)[:80])
+    keys = _keys(kind)
+    if unknown := sorted(value.keys() - keys.keys()):
+        raise ExplanationError(where, f"the keys of {kind.__name__}", f"also {unknown}")
+    parsed = {}
+    for name, (parse, optional) in keys.items():
+        if name in value:
+            parsed[name] = parse(value[name], f"{where}.{name}")
+        elif not optional:
+            raise ExplanationError(where, f"a key {name!r}", "none")
+    return kind(**parsed)
+
+
+@functools.cache
+def _keys(kind: type) -> dict[str, tuple[Parser, bool]]:
+    """Per field of `kind`: the parser of its value and whether its key may be absent."""
+    hints = typing.get_type_hints(kind)
+    return {
+        f.name: (
+            functools.partial(_parsed_mapping, hints[f.name])
+            if f.metadata.get("mapping")
+            else _parser(hints[f.name]),
+            bool(f.metadata.get("optional_key")),
+        )
+        for f in dataclasses.fields(kind)
+    }
 
 
 def _parsed_union(options: tuple, value: object, where: str) -> object:
@@ -335,61 +369,38 @@ def _parsed_union(options: tuple, value: object, where: str) -> object:
         return None
     rest = [option for option in options if option is not type(None)]
     if len(rest) == 1:
-        return _parsed(rest[0], value, where)
+        return _parser(rest[0])(value, where)
     for option in rest:
         try:
-            return _parsed(option, value, where)
+            return _parser(option)(value, where)
         except ExplanationError:
             pass
     raise ExplanationError(where, " or ".join(map(_name, options)), repr(value)[:80])
 
 
-def _parsed_fields(kind: type, value: object, where: str) -> object:
-    if not isinstance(value, dict):
-        raise ExplanationError(where, f"an object ({kind.__name__})", repr(value)[:80])
-    known = {f.name: f for f in dataclasses.fields(kind)}
-    if unknown := sorted(value.keys() - known.keys()):
-        raise ExplanationError(where, f"the keys of {kind.__name__}", f"also {unknown}")
-    parsed = {}
-    for name, f in known.items():
-        if name in value:
-            hint = _hints(kind)[name]
-            parse = _parsed_mapping if f.metadata.get("mapping") else _parsed
-            parsed[name] = parse(hint, value[name], f"{where}.{name}")
-        elif not f.metadata.get("optional_key"):
-            raise ExplanationError(where, f"a key {name!r}", "none")
-    return kind(**parsed)
+def _parsed_list(item: object, value: object, where: str) -> tuple:
+    if not isinstance(value, list):
+        raise ExplanationError(where, "a list", repr(value)[:80])
+    parse = _parser(item)
+    return tuple(parse(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def _parsed_mapping(kind: object, value: object, where: str) -> tuple:
     """(name, value) pairs from a JSON object: `kind` is tuple[tuple[str, V], ...]."""
     if not isinstance(value, dict):
         raise ExplanationError(where, "an object", repr(value)[:80])
-    item = typing.get_args(typing.get_args(kind)[0])[1]
-    return tuple((k, _parsed(item, v, f"{where}.{k}")) for k, v in value.items())
+    parse = _parser(typing.get_args(typing.get_args(kind)[0])[1])
+    return tuple((k, parse(v, f"{where}.{k}")) for k, v in value.items())
 
 
-@functools.cache
-def _hints(kind: type) -> dict[str, object]:
-    return typing.get_type_hints(kind)
-
-
-def _is(kind: object, value: object) -> bool:
-    """Whether a JSON value is of a scalar type: a float may be written as an integer, but a
-    bool is no number."""
-    if kind in (int, float) and isinstance(value, bool):
-        return False
-    return isinstance(value, (int, float) if kind is float else kind)
+def _parsed_scalar(kind: type, value: object, where: str) -> object:
+    """A JSON scalar of `kind`: a float may be written as an integer, but a bool is no number."""
+    accepted = (int, float) if kind is float else kind
+    if (kind is bool) == isinstance(value, bool) and isinstance(value, accepted):
+        return value
+    raise ExplanationError(where, _name(kind), repr(value)[:80])
 
 
 def _name(kind: object) -> str:
-    if typing.get_origin(kind) is tuple:
-        return "a list"
-    names = {
-        type(None): "null",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        bool: "a boolean",
-    }
-    return names.get(kind, getattr(kind, "__name__", str(kind)))
+    names = {type(None): "null", int: "an integer", float: "a number", str: "a string"}
+    return {**names, bool: "a boolean"}.get(kind, getattr(kind, "__name__", str(kind)))
