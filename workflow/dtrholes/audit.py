@@ -21,6 +21,7 @@ from dtrholes import (
     claims,
     evidence,
     explain,
+    explanation,
     fetch,
     files,
     holes,
@@ -568,34 +569,42 @@ def check_explanations(ctx: Context) -> Check:
         where = str(path.relative_to(ctx.options.results))
         for i, pair in enumerate(json.loads(path.read_text(encoding="utf-8"))):
             count += 1
-            problems = [_cited_problem(ctx, pair, run, listed) for run in ("ok", "fail")]
-            for problem in [*problems, mechanism_problem(pair)]:
-                if problem:
-                    failures.append(Failure("explanations", f"{where}: pair {i}", problem))
+            try:
+                x = explanation.from_json(pair)
+            except explanation.ExplanationError as exc:
+                problems = [f"it is out of shape: {exc}"]
+            else:
+                cited = [_cited_problem(ctx, x, run, listed) for run in ("ok", "fail")]
+                problems = [*cited, mechanism_problem(x)]
+            failures += [Failure("explanations", f"{where}: pair {i}", p) for p in problems if p]
     return Check("explanations", count, tuple(failures), (f"{len(found)} files",))
 
 
-def mechanism_problem(pair: dict) -> str | None:
+def mechanism_problem(x: explanation.Explanation) -> str | None:
     """Whether an explanation's mechanism summary is not what its other parts give."""
     try:
-        derived = explain.mechanism(pair)
-    except (KeyError, TypeError, ValueError) as exc:  # an explanation edited out of shape
+        derived = explain.mechanism(x.ok, x.fail, x.decisive, x.cascade, x.retention)
+    except (AttributeError, TypeError, ValueError) as exc:  # parts that do not fit together
         return f"its mechanism summary cannot be derived from its parts ({type(exc).__name__})"
-    if pair.get("mechanism") != derived:
+    if x.mechanism != derived:
         return "its mechanism summary is not what its divergence, cascade and retention give"
     return None
 
 
-def _cited_problem(ctx: Context, pair: dict, run: str, listed: dict[str, list[str]]) -> str | None:
-    run_id = pair["cites"][run]
+def _cited_problem(
+    ctx: Context, x: explanation.Explanation, run: str, listed: dict[str, list[str]]
+) -> str | None:
+    if x.cites is None:
+        return f"the {run} run cites no record"
+    run_id = getattr(x.cites, run)
     record = ctx.inv.records.get(run_id)
     if record is None:
         return f"the {run} run cites {run_id}, which has no record"
     if run_id not in listed:
         return f"the {run} run cites {run_id}, which no current job output lists"
     result = record["result"]
-    stated = explain.summary(Result.from_dict(result), pair["peak_memory"]) if result else None
-    if record["trace"]["name"] != pair["trace"] or stated != pair[run]:
+    stated = explain.summary(Result.from_dict(result), x.peak_memory) if result else None
+    if record["trace"]["name"] != x.trace or stated != getattr(x, run):
         return f"the {run} run is not what record {run_id} holds"
     return None
 

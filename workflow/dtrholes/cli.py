@@ -22,6 +22,7 @@ from dtrholes import (
     crosscheck,
     edges,
     explain,
+    explanation,
     fetch,
     files,
     holes,
@@ -665,12 +666,15 @@ def _explain_regions(args: argparse.Namespace) -> None:
     print(f"{args.trace} {args.policy}: {len(found)} pairs explained")
 
 
-def _write_explanations(found: list[dict], out: Path, suffixes: tuple[str, ...]) -> None:
+def _write_explanations(
+    found: list[explanation.Explanation], out: Path, suffixes: tuple[str, ...]
+) -> None:
     """explain.json and explain.md in directory `out`, and a figure per pair in each format."""
     from dtrholes import figures  # plotting libraries load only for commands that plot
 
     out.mkdir(parents=True, exist_ok=True)
-    files.write_json(out / "explain.json", found, indent=None)  # ~10 MB: the C encoder, 30x faster
+    written = [explanation.to_json(x) for x in found]
+    files.write_json(out / "explain.json", written, indent=None)  # ~10 MB: C encoder, 30x faster
     text = "".join(explain.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
     files.write_text(out / "explain.md", text)
     for i, x in enumerate(found):

@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from dtrholes.explanation import (
+    Candidate,
+    Cascade,
+    ContrastNumbers,
+    CountsByRun,
+    Decision,
+    Decisive,
+    Divergence,
+    EventCounts,
+    EvictionNumbers,
+    Explanation,
+    FailurePoint,
+    Mechanism,
+    Probe,
+    ProbedRun,
+    RankedDecision,
+    Rebuilding,
+    Retention,
+    RetentionNumbers,
+    RunSummary,
+    SameAllocation,
+    StepActivity,
+    StepFailure,
+)
 from simulator import Events, Recording, Result, Trace, UserError, simulate
 from simulator.events import KINDS
 from simulator.result import OK
@@ -83,8 +108,8 @@ def explain(
     decisions: int | None = None,
     control: Result | None = None,
     runs: Runs | None = None,
-) -> dict:
-    """The four parts of an explanation, as a JSON-ready dict (see `markdown` for a reading).
+) -> Explanation:
+    """The four parts of an explanation and its mechanism (see `markdown` for a reading).
 
     `window`: the steps (schedule indices of the operators run) whose decisions the probe lists;
     by default from the step where the failing run last evicted the storage its failure had to
@@ -108,54 +133,57 @@ def explain(
     cascade = _cascade(fail, recorded["fail"].events, recorded["ok"].events)
     target = _target(cascade, divergence)
     decisive = _decisive(recorded, target, cascade, top)
-    x = {
-        "trace": pair.trace.name,
-        "trace_sha256": pair.trace.sha256,
-        "policy": fail.policy,
-        "params": dict(fail.params),
-        "overhead_cap": pair.overhead_cap,
-        "peak_memory": pair.peak,
-        "ok": summary(ok, pair.peak),
-        "fail": summary(fail, pair.peak),
-        "divergence": divergence,
-        "decisive": decisive,
-        "probe": _probe(
-            recorded, window or _default_window(decisive, divergence, cascade), top, decisions
-        ),
-        "cascade": cascade,
-        "retention": _retention(pair, runs, fail, target, control),
-    }
-    return {"mechanism": mechanism(x), **x}
+    window = window or _default_window(decisive, divergence, cascade)
+    summaries = summary(ok, pair.peak), summary(fail, pair.peak)
+    retention = _retention(pair, runs, fail, target and target.storage, control)
+    return Explanation(
+        mechanism=mechanism(*summaries, decisive, cascade, retention),
+        trace=pair.trace.name,
+        trace_sha256=pair.trace.sha256,
+        policy=fail.policy,
+        params=fail.params,
+        overhead_cap=pair.overhead_cap,
+        peak_memory=pair.peak,
+        ok=summaries[0],
+        fail=summaries[1],
+        divergence=divergence,
+        decisive=decisive,
+        probe=_probe(recorded, window, top, decisions),
+        cascade=cascade,
+        retention=retention,
+    )
 
 
-def _default_window(decisive: dict | None, divergence: dict, cascade: dict) -> tuple[int, int]:
+def _default_window(
+    decisive: Decisive | None, divergence: Divergence, cascade: Cascade
+) -> tuple[int, int]:
     """From the first decisive step (the completing run's contrasting decision, the failing
     run's removal of the storage to retain), else the divergence, to the failure."""
-    last = cascade["step"]
-    starts = [divergence["step"]]
+    last = cascade.step
+    starts = [divergence.step]
     if decisive is not None:
-        contrast = decisive["contrast"]
-        starts = [decisive["removed_at_step"], *([contrast["step"]] if contrast else [])]
+        contrast = decisive.contrast
+        starts = [decisive.removed_at_step, *([contrast.step] if contrast else [])]
     if starts[0] is None:
         return last, last
     return min(*starts, last), last
 
 
-def summary(r: Result, peak: int | None) -> dict:
+def summary(r: Result, peak: int | None) -> RunSummary:
     """What an explanation states of one run."""
-    return {
-        "budget": r.budget,
-        "ratio": r.budget / peak if peak else None,
-        "outcome": r.outcome,
-        "overhead": r.overhead,
-        "evictions": r.evictions,
-        "rematerializations": r.rematerializations,
-        "max_depth": r.max_depth,
-        "eviction_seq_sha256": r.eviction_seq_sha256,
-    }
+    return RunSummary(
+        budget=r.budget,
+        ratio=r.budget / peak if peak else None,
+        outcome=r.outcome,
+        overhead=r.overhead,
+        evictions=r.evictions,
+        rematerializations=r.rematerializations,
+        max_depth=r.max_depth,
+        eviction_seq_sha256=r.eviction_seq_sha256,
+    )
 
 
-def _divergence(ok: Events, fail: Events) -> dict:
+def _divergence(ok: Events, fail: Events) -> Divergence:
     """The common prefix of the two runs' eviction decisions and the first that differs."""
     events = {"ok": ok, "fail": fail}
     runs = {name: e.where("decision") for name, e in events.items()}
@@ -172,31 +200,33 @@ def _divergence(ok: Events, fail: Events) -> dict:
     }
     split = {name: at[name]["seq"] if at[name] else len(events[name]) for name in runs}
     first = [d for d in at.values() if d]
-    return {
-        "common_prefix": common,
-        "step": min(d["step"] for d in first) if first else None,
-        "ok": _decision(at["ok"]),
-        "fail": _decision(at["fail"]),
-        "before": {name: _counts(e, 0, split[name]) for name, e in events.items()},
-        "after": {name: _counts(e, split[name], len(e)) for name, e in events.items()},
-    }
+    return Divergence(
+        common_prefix=common,
+        step=min(d["step"] for d in first) if first else None,
+        ok=_decision(at["ok"]),
+        fail=_decision(at["fail"]),
+        before=CountsByRun(*(_counts(e, 0, split[name]) for name, e in events.items())),
+        after=CountsByRun(*(_counts(e, split[name], len(e)) for name, e in events.items())),
+    )
 
 
-def _decision(d: dict | None) -> dict | None:
-    if d is None:
-        return None
-    keys = ("decision", "step", "op", "storage", "size", "score", "shortfall")
-    return {k: _json_number(d[k]) for k in keys}
+def _decision(d: dict | None) -> Decision | None:
+    return None if d is None else _of_event(Decision, d)
 
 
-def _counts(events: Events, start: int, end: int) -> dict:
-    return {
-        "evictions": events.count("evict", start, end),
-        "rematerializations": events.count("remat", start, end),
-    }
+def _of_event(kind: type, event: dict) -> object:
+    """The event's columns that `kind` has, as `kind`."""
+    return kind(**{f.name: _json_number(event[f.name]) for f in dataclasses.fields(kind)})
 
 
-def _cascade(fail: Result, events: Events, ok_events: Events) -> dict:
+def _counts(events: Events, start: int, end: int) -> EventCounts:
+    return EventCounts(
+        evictions=events.count("evict", start, end),
+        rematerializations=events.count("remat", start, end),
+    )
+
+
+def _cascade(fail: Result, events: Events, ok_events: Events) -> Cascade:
     """The rematerializations in progress when the failing run stopped, outermost first, each
     with the eviction that made it necessary (and the completing run's fate of that storage)."""
     nested = events.where("remat", "rebuilt")
@@ -209,19 +239,19 @@ def _cascade(fail: Result, events: Events, ok_events: Events) -> dict:
     storages = events.values(frames, "storage")
     removed = _by_storage(events, ("evict", "free"), storages, last=True)
     ok_evicted = _by_storage(ok_events, ("evict",), storages, last=False)
-    return {
-        "step": failure["step"],
-        "op": failure["op"],
-        "outcome": fail.outcome,
-        "request": failure["request"],
-        "pinned": failure["pinned"],
-        "depth": failure["depth"],
-        "over_budget": failure["over_budget"],
-        "rebuilding": [
+    return Cascade(
+        step=failure["step"],
+        op=failure["op"],
+        outcome=fail.outcome,
+        request=failure["request"],
+        pinned=failure["pinned"],
+        depth=failure["depth"],
+        over_budget=failure["over_budget"],
+        rebuilding=tuple(
             _rebuilt(events.event(at), removed[i], ok_evicted[i], failure)
             for i, at in enumerate(stack)
-        ],
-    }
+        ),
+    )
 
 
 def _by_storage(events: Events, kinds: tuple[str, ...], storages: np.ndarray, last: bool):
@@ -235,40 +265,51 @@ def _by_storage(events: Events, kinds: tuple[str, ...], storages: np.ndarray, la
     return [events.event(at[s]) if s in at else None for s in storages.tolist()]
 
 
-def _rebuilt(frame: dict, last: dict | None, in_ok: dict | None, failure: dict) -> dict:
+def _rebuilt(frame: dict, last: dict | None, in_ok: dict | None, failure: dict) -> Rebuilding:
     """A storage being rebuilt, with how it last left memory (`last`: evicted by a decision or
     freed when its last reference was released; a freed storage is still rebuilt as a parent)
     and the completing run's first eviction of it (`in_ok`)."""
-    return {
-        "storage": frame["storage"],
-        "op": frame["op"],
-        "depth": frame["depth"],
-        "size": last and last["size"],
-        "removed_by": last and last["kind"],
-        "evicted_by_decision": last and last.get("decision"),
-        "evicted_at_step": last and last["step"],
-        "steps_before_failure": last and failure["step"] - last["step"],
-        "ok_run_first_evicted_at_step": in_ok and in_ok["step"],
-    }
+    return Rebuilding(
+        storage=frame["storage"],
+        op=frame["op"],
+        depth=frame["depth"],
+        size=last and last["size"],
+        removed_by=last and last["kind"],
+        evicted_by_decision=last and last.get("decision"),
+        evicted_at_step=last and last["step"],
+        steps_before_failure=last and failure["step"] - last["step"],
+        ok_run_first_evicted_at_step=in_ok and in_ok["step"],
+    )
 
 
-def _target(cascade: dict, divergence: dict) -> dict | None:
+@dataclass(frozen=True)
+class Target:
+    """The storage to retain and how the failing run removed it (by decision `decision`, or
+    freed when None)."""
+
+    storage: str
+    removed_by: str | None
+    decision: int | None
+    step: int | None
+
+
+def _target(cascade: Cascade, divergence: Divergence) -> Target | None:
     """The storage to retain: the outermost one the failure had to rebuild, else the failing
     run's first differing choice."""
-    if cascade["rebuilding"]:
-        return cascade["rebuilding"][0]
-    chosen = divergence["fail"]
+    if cascade.rebuilding:
+        outer = cascade.rebuilding[0]
+        return Target(
+            outer.storage, outer.removed_by, outer.evicted_by_decision, outer.evicted_at_step
+        )
+    chosen = divergence.fail
     if chosen is None:
         return None
-    return {
-        "storage": chosen["storage"],
-        "removed_by": "evict",
-        "evicted_by_decision": chosen["decision"],
-        "evicted_at_step": chosen["step"],
-    }
+    return Target(chosen.storage, "evict", chosen.decision, chosen.step)
 
 
-def _decisive(recorded: dict[str, Recording], target: dict | None, cascade: dict, top: int):
+def _decisive(
+    recorded: dict[str, Recording], target: Target | None, cascade: Cascade, top: int
+) -> Decisive | None:
     """The decisions that turn the larger budget into a failure: the failing run's removal of
     the storage to retain (with its candidates when a decision evicted it), and the completing
     run's contrasting decision: its last eviction, at or before that removal, of a storage the
@@ -276,24 +317,22 @@ def _decisive(recorded: dict[str, Recording], target: dict | None, cascade: dict
     if target is None:
         return None
     ok, fail = recorded["ok"].events, recorded["fail"].events
-    number = target["evicted_by_decision"]
-    anchor = _removal(fail, target["storage"], number)
+    number = target.decision
+    anchor = _removal(fail, target.storage, number)
     contrast = _contrast(ok, fail, anchor)
-    needed = cascade["step"] if cascade["rebuilding"] else None
-    return {
-        "storage": target["storage"],
-        "size": int(fail.event(anchor)["size"]),
-        "removed_by": target["removed_by"],
-        "removed_at_step": target["evicted_at_step"],
-        "needed_at_step": needed,
-        "ok_holds_it": _holds(
-            ok, target["storage"], target["evicted_at_step"] if needed is None else needed
-        ),
-        "eviction": None if number is None else _listed(recorded["fail"], number, top),
-        "contrast": None if contrast is None else _listed(recorded["ok"], contrast, top),
-        "failing_at_contrast": None if contrast is None else _same_allocation(ok, fail, contrast),
-        "completing_at_eviction": None if number is None else _same_allocation(fail, ok, number),
-    }
+    needed = cascade.step if cascade.rebuilding else None
+    return Decisive(
+        storage=target.storage,
+        size=int(fail.event(anchor)["size"]),
+        removed_by=target.removed_by,
+        removed_at_step=target.step,
+        needed_at_step=needed,
+        ok_holds_it=_holds(ok, target.storage, target.step if needed is None else needed),
+        eviction=None if number is None else _listed(recorded["fail"], number, top),
+        contrast=None if contrast is None else _listed(recorded["ok"], contrast, top),
+        failing_at_contrast=None if contrast is None else _same_allocation(ok, fail, contrast),
+        completing_at_eviction=None if number is None else _same_allocation(fail, ok, number),
+    )
 
 
 def _decision_at(events: Events, number: int) -> np.ndarray:
@@ -352,7 +391,7 @@ def _contrast(ok: Events, fail: Events, anchor: int) -> int | None:
     return int(ok.values(kept[-1:], "decision")[0]) if len(kept) else None
 
 
-def _listed(recorded: Recording, number: int, top: int) -> dict | None:
+def _listed(recorded: Recording, number: int, top: int) -> RankedDecision | None:
     """Decision `number` with its best candidates (at least two: the runner-up)."""
     step = int(recorded.events.values(_decision_at(recorded.events, number), "step")[0])
     listed = _decisions(recorded.candidates((step, step), (number, number), max(top, 2)))
@@ -362,7 +401,7 @@ def _listed(recorded: Recording, number: int, top: int) -> dict | None:
 ALLOCATION = ("step", "op", "request", "depth")  # what identifies an allocation check in a step
 
 
-def _same_allocation(mine: Events, other: Events, number: int) -> dict:
+def _same_allocation(mine: Events, other: Events, number: int) -> SameAllocation:
     """What the other run did at the allocation check that made decision `number` of this one
     (the same step, operator, request and depth, as often met before): its shortfall (bytes in
     use + request - budget; at most 0: it fit) and what it evicted."""
@@ -375,7 +414,7 @@ def _same_allocation(mine: Events, other: Events, number: int) -> dict:
     nth = int(np.count_nonzero(same & (checks < check)))
     theirs = other.where("alloc", steps=(step, step))
     theirs = theirs[(_allocation_key(other, theirs) == key).all(axis=1)]
-    found = {"step": step, "op": int(key[0, 1]), "shortfall": None, "evicted": [], "freed": 0}
+    found = SameAllocation(step=step, op=int(key[0, 1]), shortfall=None, evicted=(), freed=0)
     if nth >= len(theirs):
         return found
     at = int(theirs[nth])
@@ -384,11 +423,12 @@ def _same_allocation(mine: Events, other: Events, number: int) -> dict:
     evicts = other.where("evict")
     evicts = evicts[(evicts > at) & (evicts < end)]
     names = other.values(evicts, "storage").astype(int).tolist()
-    return found | {
-        "shortfall": int(other.values(np.array([at]), "shortfall")[0]),
-        "evicted": [other.storage_names[s] for s in names],
-        "freed": int(other.values(evicts, "size").sum()),
-    }
+    return dataclasses.replace(
+        found,
+        shortfall=int(other.values(np.array([at]), "shortfall")[0]),
+        evicted=tuple(other.storage_names[s] for s in names),
+        freed=int(other.values(evicts, "size").sum()),
+    )
 
 
 def _allocation_key(events: Events, positions: np.ndarray) -> np.ndarray:
@@ -397,29 +437,29 @@ def _allocation_key(events: Events, positions: np.ndarray) -> np.ndarray:
 
 def _probe(
     recorded: dict[str, Recording], window: tuple[int, int], top: int, decisions: int | None
-) -> dict:
+) -> Probe:
     """Each run's decisions at the window's steps, with the top-ranked candidates, and what
     each step of the window did."""
     runs = {name: _probed(r, window, top, decisions) for name, r in recorded.items()}
-    return {"first_step": window[0], "last_step": window[1], "top": top, **runs}
+    return Probe(first_step=window[0], last_step=window[1], top=top, **runs)
 
 
-def _probed(recorded: Recording, window: tuple[int, int], top: int, most: int | None) -> dict:
+def _probed(recorded: Recording, window: tuple[int, int], top: int, most: int | None) -> ProbedRun:
     """One run's part of the probe: at most `most` of its decisions in the window, the first
     and last halves, each with its best candidates (replayed from the recording's nearest
     saved state), how many were left out, and what each step of the window did."""
     events = recorded.events
     numbers = events.values(events.where("decision", steps=window), "decision").astype(int)
     omitted = 0 if most is None else max(0, len(numbers) - most)
-    listed = []
+    listed: tuple[RankedDecision, ...] = ()
     if len(numbers):  # one replay lists both halves
         span = (int(numbers[0]), int(numbers[-1]))
         omit = (int(numbers[most // 2]), int(numbers[most // 2 + omitted - 1])) if omitted else None
         listed = _decisions(recorded.candidates(window, span, top, omit))
-    return {"decisions": listed, "omitted": omitted, "steps": _steps(events, window)}
+    return ProbedRun(decisions=listed, omitted=omitted, steps=_steps(events, window))
 
 
-def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
+def _steps(events: Events, window: tuple[int, int]) -> tuple[StepActivity, ...]:
     """Per step of the window that evicted, rematerialized or failed: what it did, in step
     order. Read column-wise: a thrashing run evicts ~10^4 times in a window."""
     steps: dict[int, dict] = {}
@@ -437,20 +477,23 @@ def _steps(events: Events, window: tuple[int, int]) -> list[dict]:
         done["remats"] += 1
         done["depth"] = max(done["depth"], depth)
     for e in events.of("fail", steps=window):
-        at(e["step"])["failed"] = {"op": e["op"], "outcome": e["outcome"], "depth": e["depth"]}
-    return [steps[step] for step in sorted(steps)]
+        at(e["step"])["failed"] = StepFailure(op=e["op"], outcome=e["outcome"], depth=e["depth"])
+    return tuple(
+        StepActivity(**{**steps[step], "evicted": tuple(steps[step]["evicted"])})
+        for step in sorted(steps)
+    )
 
 
 def _ints(events: Events, positions: np.ndarray, *names: str) -> list[list[int]]:
     return [events.values(positions, name).astype(int).tolist() for name in names]
 
 
-def _decisions(events: Events) -> list[dict]:
+def _decisions(events: Events) -> tuple[RankedDecision, ...]:
     """The decisions listed with candidates, from a replay that kept the best few of each
     (`Recording.candidates`): candidates are those the policy could choose, in pool order up to
     the first zero score (where a scan stops), ranked by score, ties to the later one. The
     chosen storage's rank is None where the policy orders otherwise (TwoPhase's cover test)."""
-    listed: list[dict] = []
+    listed: list[RankedDecision] = []
     positions = events.where("candidate", "ranking", "decision")
     decided = np.flatnonzero(events.values(positions, "kind") == KINDS.index("decision"))
     begins = np.concatenate(([0], decided + 1))[: len(decided)]  # after the decision before
@@ -460,20 +503,16 @@ def _decisions(events: Events) -> list[dict]:
         ranking = events.event(int(positions[at - 1]))
         best = positions[begin : at - 1]
         order = np.lexsort((-np.arange(len(best)), events.values(best, "score")))
+        decided = _decision(events.event(int(positions[at])))
         listed.append(
-            {
-                **_decision(events.event(int(positions[at]))),
-                "rank": ranking["rank"] or None,
-                "candidates": ranking["evaluated"],
-                "top": [_candidate(events.event(int(c))) for c in best[order]],
-            }
+            RankedDecision(
+                **dataclasses.asdict(decided),
+                rank=ranking["rank"] or None,
+                candidates=ranking["evaluated"],
+                top=tuple(_of_event(Candidate, events.event(int(c))) for c in best[order]),
+            )
         )
-    return listed
-
-
-def _candidate(c: dict) -> dict:
-    keys = ("storage", "e_star", "size", "staleness", "neighbourhood", "score")
-    return {k: _json_number(c[k]) for k in keys}
+    return tuple(listed)
 
 
 def _json_number(value: object) -> object:
@@ -482,91 +521,106 @@ def _json_number(value: object) -> object:
 
 
 def _retention(
-    pair: Pair, runs: Runs, fail: Result, target: dict | None, control: Result | None
-) -> dict | None:
-    """Rerun the failing budget with the target never a candidate; a control retaining nothing
+    pair: Pair, runs: Runs, fail: Result, storage: str | None, control: Result | None
+) -> Retention | None:
+    """Rerun the failing budget with `storage` never a candidate; a control retaining nothing
     (the plain run, replayed unless given) must give the failure exactly."""
-    if target is None:
+    if storage is None:
         return None
-    retained = runs.retain(pair, pair.fail, target["storage"])
+    retained = runs.retain(pair, pair.fail, storage)
     control = control if control is not None else runs.retain(pair, pair.fail, None)
-    return {
-        "storage": target["storage"],
-        "intervention": summary(retained, pair.peak),
-        "control": summary(control, pair.peak),
-        "control_reproduces_failure": control == fail,
-        "valid": control == fail,
-        "retaining_completes": retained.outcome == OK,
-    }
+    return Retention(
+        storage=storage,
+        intervention=summary(retained, pair.peak),
+        control=summary(control, pair.peak),
+        control_reproduces_failure=control == fail,
+        valid=control == fail,
+        retaining_completes=retained.outcome == OK,
+    )
 
 
-def mechanism(x: dict) -> dict:
+def mechanism(
+    ok: RunSummary,
+    fail: RunSummary,
+    decisive: Decisive | None,
+    cascade: Cascade,
+    retention: Retention | None,
+) -> Mechanism:
     """The explanation's story in numbers and four or five sentences a reader can quote, from
     its other parts only (the audit derives it again)."""
-    numbers = _mechanism_numbers(x)
-    return {**numbers, "text": " ".join(_sentences(numbers))}
+    numbers = _mechanism_numbers(ok, fail, decisive, cascade, retention)
+    return dataclasses.replace(numbers, text=" ".join(_sentences(numbers)))
 
 
-FAILURE = ("step", "op", "outcome", "depth", "pinned", "request", "over_budget")
+def _mechanism_numbers(
+    ok: RunSummary,
+    fail: RunSummary,
+    d: Decisive | None,
+    c: Cascade,
+    r: Retention | None,
+) -> Mechanism:
+    """The mechanism without its text."""
+    removed = d and d.removed_at_step
+    return Mechanism(
+        budget_difference=fail.budget - ok.budget,
+        storage=d and d.storage,
+        size=d and d.size,
+        removed_by=d and d.removed_by,
+        removed_at_step=removed,
+        needed_at_step=d and d.needed_at_step,
+        steps_until_failure=None if removed is None else c.step - removed,
+        eviction=d and _eviction_numbers(d.eviction, d.completing_at_eviction),
+        contrast=d and _contrast_numbers(d.contrast, d.failing_at_contrast),
+        failure=FailurePoint(**{f.name: getattr(c, f.name) for f in FAILURE}),
+        retention=r
+        and RetentionNumbers(
+            outcome=r.intervention.outcome, overhead=r.intervention.overhead, valid=r.valid
+        ),
+        text="",
+    )
 
 
-def _mechanism_numbers(x: dict) -> dict:
-    d, c, r = x["decisive"] or {}, x["cascade"], x["retention"]
-    removed = d.get("removed_at_step")
-    return {
-        "budget_difference": x["fail"]["budget"] - x["ok"]["budget"],
-        "storage": d.get("storage"),
-        "size": d.get("size"),
-        "removed_by": d.get("removed_by"),
-        "removed_at_step": removed,
-        "needed_at_step": d.get("needed_at_step"),
-        "steps_until_failure": None if removed is None else c["step"] - removed,
-        "eviction": _eviction_numbers(d.get("eviction"), d.get("completing_at_eviction")),
-        "contrast": _contrast_numbers(d.get("contrast"), d.get("failing_at_contrast")),
-        "failure": {k: c[k] for k in FAILURE},
-        "retention": r
-        and {
-            "outcome": r["intervention"]["outcome"],
-            "overhead": r["intervention"]["overhead"],
-            "valid": r["valid"],
-        },
-    }
+FAILURE = dataclasses.fields(FailurePoint)
 
 
-def _eviction_numbers(e: dict | None, completing: dict | None) -> dict | None:
+def _eviction_numbers(
+    e: RankedDecision | None, completing: SameAllocation | None
+) -> EvictionNumbers | None:
     if e is None:
         return None
-    runner = next((t for t in e["top"] if t["storage"] != e["storage"]), None)
-    return {
-        "completing_shortfall": completing["shortfall"],
-        "completing_evicted": completing["evicted"],
-        "completing_freed": completing["freed"],
-        "step": e["step"],
-        "shortfall": e["shortfall"],
-        "rank": e["rank"],
-        "score": e["score"],
-        "candidates": e["candidates"],
-        "runner_up": runner and runner["storage"],
-        "runner_up_score": runner and runner["score"],
-    }
+    runner = next((t for t in e.top if t.storage != e.storage), None)
+    return EvictionNumbers(
+        completing_shortfall=completing.shortfall,
+        completing_evicted=completing.evicted,
+        completing_freed=completing.freed,
+        step=e.step,
+        shortfall=e.shortfall,
+        rank=e.rank,
+        score=e.score,
+        candidates=e.candidates,
+        runner_up=runner and runner.storage,
+        runner_up_score=runner and runner.score,
+    )
 
 
-def _contrast_numbers(k: dict | None, failing: dict | None) -> dict | None:
+def _contrast_numbers(
+    k: RankedDecision | None, failing: SameAllocation | None
+) -> ContrastNumbers | None:
     if k is None:
         return None
-    return {
-        "step": k["step"],
-        "storage": k["storage"],
-        "size": k["size"],
-        "shortfall": k["shortfall"],
-        "op": failing["op"],
-        "failing_shortfall": failing["shortfall"],
-        "failing_evicted": failing["evicted"],
-        "failing_freed": failing["freed"],
-    }
+    return ContrastNumbers(
+        step=k.step,
+        storage=k.storage,
+        size=k.size,
+        shortfall=k.shortfall,
+        op=failing.op,
+        failing_shortfall=failing.shortfall,
+        failing_evicted=failing.evicted,
+        failing_freed=failing.freed,
+    )
 
 
-def _sentences(m: dict) -> list[str]:
+def _sentences(m: Mechanism) -> list[str]:
     return [
         _lead(m),
         *_contrast_sentence(m),
@@ -576,27 +630,27 @@ def _sentences(m: dict) -> list[str]:
     ]
 
 
-def _lead(m: dict) -> str:
+def _lead(m: Mechanism) -> str:
     """The first sentence: the budget difference, the storage, its removal and the failure."""
-    diff, f = m["budget_difference"], m["failure"]
+    diff, f = m.budget_difference, m.failure
     head = f"The failing budget has {_bytes(abs(diff))} {'more' if diff >= 0 else 'less'} than"
     head += f" the completing one, {'yet' if diff >= 0 else 'and'} its run"
-    fails = f"fails ({f['outcome'].upper()})"
-    if m["storage"] is None:
-        return f"{head} {fails} at step {f['step']} without an eviction decision of its own."
-    what = f"{m['storage']} ({m['size']:,} bytes) at step {m['removed_at_step']}"
-    removes = "evicts" if m["removed_by"] == "evict" else "frees"
-    n = m["steps_until_failure"]
-    if m["needed_at_step"] is None:
+    fails = f"fails ({f.outcome.upper()})"
+    if m.storage is None:
+        return f"{head} {fails} at step {f.step} without an eviction decision of its own."
+    what = f"{m.storage} ({m.size:,} bytes) at step {m.removed_at_step}"
+    removes = "evicts" if m.removed_by == "evict" else "frees"
+    n = m.steps_until_failure
+    if m.needed_at_step is None:
         return (
             f"{head} first departs from the completing run's decisions by evicting {what} and"
-            f" {fails} {_later(n)}, at step {f['step']}."
+            f" {fails} {_later(n)}, at step {f.step}."
         )
     if n == 0:
         return f"{head} {removes} {what} and {fails} in that same step, which needs it again."
     return (
-        f"{head} {removes} {what} and {fails} {_later(n)}, when step {m['needed_at_step']}"
-        f" needs {m['storage']} again."
+        f"{head} {removes} {what} and {fails} {_later(n)}, when step {m.needed_at_step}"
+        f" needs {m.storage} again."
     )
 
 
@@ -604,28 +658,28 @@ def _later(steps: int) -> str:
     return "in the same step" if steps == 0 else f"{steps} step{'s' * (steps != 1)} later"
 
 
-def _contrast_sentence(m: dict) -> list[str]:
-    k = m["contrast"]
-    if m["storage"] is None:
+def _contrast_sentence(m: Mechanism) -> list[str]:
+    k = m.contrast
+    if m.storage is None:
         return []
     if k is None:
         return [
             "Up to that step the completing run evicts nothing that the failing run still holds."
         ]
     text = (
-        f"At step {k['step']} the completing run, {_bytes(k['shortfall'])} short, evicts"
-        f" {k['storage']} ({k['size']:,} bytes), which the failing run keeps"
+        f"At step {k.step} the completing run, {_bytes(k.shortfall)} short, evicts"
+        f" {k.storage} ({k.size:,} bytes), which the failing run keeps"
     )
-    short, evicted = k["failing_shortfall"], k["failing_evicted"]
+    short, evicted = k.failing_shortfall, k.failing_evicted
     if short is None:
         return [f"{text}."]
-    same = f"{text}: at the same allocation (operator {k['op']}) it"
+    same = f"{text}: at the same allocation (operator {k.op}) it"
     if short <= 0:
         spare = "exactly" if short == 0 else f"with {_bytes(-short)} to spare"
         return [f"{same} fits {spare}."]
-    if m["storage"] in evicted:
-        return [f"{same} is {_bytes(short)} short and evicts {m['storage']} instead."]
-    spare = k["failing_freed"] - short
+    if m.storage in evicted:
+        return [f"{same} is {_bytes(short)} short and evicts {m.storage} instead."]
+    spare = k.failing_freed - short
     return [
         f"{same} is {_bytes(short)} short, evicts {_names(evicted)} and fits with"
         f" {_bytes(spare)} to spare."
@@ -636,146 +690,149 @@ def _bytes(n: int) -> str:
     return f"{n:,} byte{'s' * (n != 1)}"
 
 
-def _names(storages: list[str], most: int = 3) -> str:
+def _names(storages: tuple[str, ...], most: int = 3) -> str:
     more = len(storages) - most
     return ", ".join(storages[:most]) + (f" and {more} more" if more > 0 else "")
 
 
-def _eviction_sentence(m: dict) -> list[str]:
-    e, storage = m["eviction"], m["storage"]
+def _eviction_sentence(m: Mechanism) -> list[str]:
+    e, storage = m.eviction, m.storage
     if storage is None:
         return []
     if e is None:
-        how = "freed" if m["removed_by"] == "free" else "evicted"
-        return [f"The failing run {how} {storage} at step {m['removed_at_step']}."]
-    head = f"Short by {_bytes(e['shortfall'])} at step {e['step']}, the failing run"
-    score = f"score {_score(e['score'])}"
-    if e["rank"] == 1 and e["runner_up"] is not None:
+        how = "freed" if m.removed_by == "free" else "evicted"
+        return [f"The failing run {how} {storage} at step {m.removed_at_step}."]
+    head = f"Short by {_bytes(e.shortfall)} at step {e.step}, the failing run"
+    score = f"score {_score(e.score)}"
+    if e.rank == 1 and e.runner_up is not None:
         text = (
-            f"{head} ranks {storage} first of {e['candidates']:,} candidates ({score}), just"
-            f" ahead of {e['runner_up']} ({_score(e['runner_up_score'])}), and evicts it"
+            f"{head} ranks {storage} first of {e.candidates:,} candidates ({score}), just"
+            f" ahead of {e.runner_up} ({_score(e.runner_up_score)}), and evicts it"
         )
     else:
-        rank = f"ranked {e['rank']} of" if e["rank"] else "among"
-        text = f"{head} evicts {storage}, {rank} {e['candidates']:,} candidates ({score})"
+        rank = f"ranked {e.rank} of" if e.rank else "among"
+        text = f"{head} evicts {storage}, {rank} {e.candidates:,} candidates ({score})"
     return [f"{text}{_completing_there(m)}."]
 
 
-def _completing_there(m: dict) -> str:
+def _completing_there(m: Mechanism) -> str:
     """What the completing run did at the allocation where the failing one evicted the storage,
     unless the contrasting decision said it already."""
-    e, k = m["eviction"], m["contrast"]
-    short = e["completing_shortfall"]
-    if short is None or (k is not None and k["storage"] in e["completing_evicted"]):
+    e, k = m.eviction, m.contrast
+    short = e.completing_shortfall
+    if short is None or (k is not None and k.storage in e.completing_evicted):
         return ""
     if short <= 0:
         spare = "exactly" if short == 0 else f"with {_bytes(-short)} to spare"
         return f"; at the same allocation the completing run fits {spare}"
-    spare = e["completing_freed"] - short
+    spare = e.completing_freed - short
     return (
         f"; at the same allocation the completing run, {_bytes(short)} short, evicts"
-        f" {_names(e['completing_evicted'])} and fits with {_bytes(spare)} to spare"
+        f" {_names(e.completing_evicted)} and fits with {_bytes(spare)} to spare"
     )
 
 
-def _failure_sentence(m: dict) -> str:
-    f = m["failure"]
-    state = f"{f['depth']} rematerializations deep with {f['pinned']:,} bytes pinned"
-    if f["outcome"] == "oom":
+def _failure_sentence(m: Mechanism) -> str:
+    f = m.failure
+    state = f"{f.depth} rematerializations deep with {f.pinned:,} bytes pinned"
+    if f.outcome == "oom":
         end = (
-            f"operator {f['op']}'s request of {f['request']:,} bytes is"
-            f" {f['over_budget']:,} bytes over the budget (OOM)"
+            f"operator {f.op}'s request of {f.request:,} bytes is"
+            f" {f.over_budget:,} bytes over the budget (OOM)"
         )
     else:
-        end = f"the run stops at operator {f['op']} ({f['outcome'].upper()})"
-    if m["needed_at_step"] is None:
-        return f"At step {f['step']}, {state}, {end}."
-    return f"Step {f['step']} rebuilds {m['storage']}: the cascade nests {state}, and {end}."
+        end = f"the run stops at operator {f.op} ({f.outcome.upper()})"
+    if m.needed_at_step is None:
+        return f"At step {f.step}, {state}, {end}."
+    return f"Step {f.step} rebuilds {m.storage}: the cascade nests {state}, and {end}."
 
 
-def _retention_sentence(m: dict) -> str:
-    r = m["retention"]
+def _retention_sentence(m: Mechanism) -> str:
+    r = m.retention
     if r is None:
         return "No storage was removed whose retention could be tried."
     control = (
         "a control retaining nothing fails exactly as before"
-        if r["valid"]
+        if r.valid
         else "a control retaining nothing does not reproduce the failure: the test is invalid"
     )
-    if r["outcome"] == OK:
+    if r.outcome == OK:
         return (
-            f"Retaining {m['storage']} (never an eviction candidate), the failing budget"
-            f" completes with overhead {r['overhead']:.4f}; {control}."
+            f"Retaining {m.storage} (never an eviction candidate), the failing budget"
+            f" completes with overhead {r.overhead:.4f}; {control}."
         )
     return (
-        f"Retaining {m['storage']} (never an eviction candidate) does not rescue the failing"
-        f" budget ({r['outcome'].upper()}); {control}."
+        f"Retaining {m.storage} (never an eviction candidate) does not rescue the failing"
+        f" budget ({r.outcome.upper()}); {control}."
     )
 
 
 SHOWN = 12  # rows per list in the Markdown reading; the JSON has them all
 
 
-def markdown(x: dict) -> str:
-    """A reading of one explanation, numbers from the dict only."""
-    ok, fail, d, c = x["ok"], x["fail"], x["divergence"], x["cascade"]
+def markdown(x: Explanation) -> str:
+    """A reading of one explanation, numbers from its parts only."""
+    ok, fail, d, c = x.ok, x.fail, x.divergence, x.cascade
     lines = [
-        f"## {x['trace']} · {x['policy']}: {_budget(ok)} completes, {_budget(fail)} fails"
-        f" ({fail['outcome']})",
+        f"## {x.trace} · {x.policy}: {_budget(ok)} completes, {_budget(fail)} fails"
+        f" ({fail.outcome})",
         "",
-        f"**Mechanism.** {x['mechanism']['text']}",
+        f"**Mechanism.** {x.mechanism.text}",
         "",
         "### 1. Divergence",
-        f"Both runs make the same first {d['common_prefix']} eviction decisions; decision"
-        f" {d['common_prefix']} differs: completing run {_choice(d['ok'])}, failing run"
-        f" {_choice(d['fail'])}.",
+        f"Both runs make the same first {d.common_prefix} eviction decisions; decision"
+        f" {d.common_prefix} differs: completing run {_choice(d.ok)}, failing run"
+        f" {_choice(d.fail)}.",
         "",
         "| run | evictions before | remats before | evictions after | remats after |",
         "|---|---|---|---|---|",
         *(
-            f"| {run} | {d['before'][run]['evictions']} | {d['before'][run]['rematerializations']}"
-            f" | {d['after'][run]['evictions']} | {d['after'][run]['rematerializations']} |"
-            for run in ("ok", "fail")
+            f"| {run} | {before.evictions} | {before.rematerializations}"
+            f" | {after.evictions} | {after.rematerializations} |"
+            for run, before, after in (
+                ("ok", d.before.ok, d.after.ok),
+                ("fail", d.before.fail, d.after.fail),
+            )
         ),
         "",
-        f"The failing run stops at operator {c['op']} (step {c['step']}): it asks for"
-        f" {c['request']:,} bytes with {c['pinned']:,} bytes pinned at nesting depth {c['depth']},"
-        f" {c['over_budget']:,} bytes over the budget.",
+        f"The failing run stops at operator {c.op} (step {c.step}): it asks for"
+        f" {c.request:,} bytes with {c.pinned:,} bytes pinned at nesting depth {c.depth},"
+        f" {c.over_budget:,} bytes over the budget.",
         "",
-        *_probe_lines(x["probe"], _decisive_rows(x["decisive"])),
+        *_probe_lines(x.probe, _decisive_rows(x.decisive)),
         *_cascade_lines(c),
-        *_retention_lines(x["retention"]),
+        *_retention_lines(x.retention),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _budget(run: dict) -> str:
-    ratio = f" ({run['ratio']:.6f} of peak)" if run["ratio"] is not None else ""
-    return f"{run['budget']:,} bytes{ratio}"
+def _budget(run: RunSummary) -> str:
+    ratio = f" ({run.ratio:.6f} of peak)" if run.ratio is not None else ""
+    return f"{run.budget:,} bytes{ratio}"
 
 
-def _choice(d: dict | None) -> str:
+def _choice(d: Decision | None) -> str:
     if d is None:
         return "makes no further decision"
-    return f"evicts {d['storage']} ({d['size']:,} bytes) at operator {d['op']}, step {d['step']}"
+    return f"evicts {d.storage} ({d.size:,} bytes) at operator {d.op}, step {d.step}"
 
 
-def _decisive_rows(d: dict | None) -> dict[str, list[tuple[str, dict]]]:
+def _decisive_rows(d: Decisive | None) -> dict[str, list[tuple[str, RankedDecision]]]:
     """Per run, its decisive decisions with the mark the listing gives them."""
-    rows: dict[str, list[tuple[str, dict]]] = {"ok": [], "fail": []}
+    rows: dict[str, list[tuple[str, RankedDecision]]] = {"ok": [], "fail": []}
     if d is None:
         return rows
-    if d["contrast"] is not None:
-        rows["ok"].append(("contrast: the failing run keeps it", d["contrast"]))
-    if d["eviction"] is not None:
-        why = "the failure rebuilds it" if d["needed_at_step"] is not None else "first to differ"
-        rows["fail"].append((f"evicts {d['storage']}: {why}", d["eviction"]))
+    if d.contrast is not None:
+        rows["ok"].append(("contrast: the failing run keeps it", d.contrast))
+    if d.eviction is not None:
+        why = "the failure rebuilds it" if d.needed_at_step is not None else "first to differ"
+        rows["fail"].append((f"evicts {d.storage}: {why}", d.eviction))
     return rows
 
 
-def _probe_lines(p: dict, decisive: dict[str, list[tuple[str, dict]]]) -> list[str]:
+def _probe_lines(p: Probe, decisive: dict[str, list[tuple[str, RankedDecision]]]) -> list[str]:
     lines = [
-        f"### 2. Decision probe (steps {p['first_step']}–{p['last_step']})",
+        f"### 2. Decision probe (steps {p.first_step}–{p.last_step})",
         "",
         "Each run's decisive decisions come first (**marked**), then its last decisions.",
         "",
@@ -783,43 +840,39 @@ def _probe_lines(p: dict, decisive: dict[str, list[tuple[str, dict]]]) -> list[s
         " storage e* size staleness \\|e*\\| score |",
         "|---|---|---|---|---|---|---|",
     ]
-    for run in ("ok", "fail"):
-        marked = {d["decision"] for _, d in decisive[run]}
+    for run, probed in (("ok", p.ok), ("fail", p.fail)):
+        marked = {d.decision for _, d in decisive[run]}
         lines += [_decision_row(run, d, mark) for mark, d in decisive[run]]
-        decisions = [d for d in p[run]["decisions"] if d["decision"] not in marked]
+        decisions = [d for d in probed.decisions if d.decision not in marked]
         hidden = len(decisions) - SHOWN
         if hidden > 0:
             lines.append(f"| {run} | … {hidden} earlier decisions in the JSON | | | | | |")
         lines += [_decision_row(run, d) for d in decisions[-SHOWN:]]
-        if p[run]["omitted"]:
+        if probed.omitted:
             lines.append(
-                f"| {run} | … {p[run]['omitted']} decisions in the window's middle, not listed"
+                f"| {run} | … {probed.omitted} decisions in the window's middle, not listed"
                 " | | | | | |"
             )
     return [*lines, ""]
 
 
-def _decision_row(run: str, d: dict, mark: str | None = None) -> str:
+def _decision_row(run: str, d: RankedDecision, mark: str | None = None) -> str:
     top = "<br>".join(
-        f"{c['storage']} {c['e_star']:,} {c['size']:,} {c['staleness']:,}"
-        f" {c['neighbourhood']} {_score(c['score'])}"
-        for c in d["top"]
+        f"{c.storage} {c.e_star:,} {c.size:,} {c.staleness:,} {c.neighbourhood} {_score(c.score)}"
+        for c in d.top
     )
-    chosen = f"{d['storage']} ({d['rank'] or '–'} / {d['candidates']})"
+    chosen = f"{d.storage} ({d.rank or '–'} / {d.candidates})"
     if mark:
         chosen = f"**{chosen}: {mark}**"
-    return (
-        f"| {run} | {d['decision']} | {d['step']} | {d['op']} | {d['shortfall']:,}"
-        f" | {chosen} | {top} |"
-    )
+    return f"| {run} | {d.decision} | {d.step} | {d.op} | {d.shortfall:,} | {chosen} | {top} |"
 
 
 def _score(score: object) -> str:
     return score if isinstance(score, str) else f"{score:.4g}"
 
 
-def _cascade_lines(c: dict) -> list[str]:
-    frames = c["rebuilding"]
+def _cascade_lines(c: Cascade) -> list[str]:
+    frames = c.rebuilding
     lines = [
         "### 3. Cascade",
         "",
@@ -836,10 +889,10 @@ def _cascade_lines(c: dict) -> list[str]:
         if len(frames) > SHOWN and i == SHOWN // 2:
             lines.append(f"| … {len(frames) - SHOWN} more in the JSON | | | | | | | | |")
         lines.append(
-            f"| {f['storage']} | {f['op']} | {f['depth']} | {_maybe(f['size'])} |"
-            f" {f['removed_by'] or '–'} | {_maybe(f['evicted_by_decision'])} |"
-            f" {_maybe(f['evicted_at_step'])} | {_maybe(f['steps_before_failure'])} |"
-            f" {_maybe(f['ok_run_first_evicted_at_step'])} |"
+            f"| {f.storage} | {f.op} | {f.depth} | {_maybe(f.size)} |"
+            f" {f.removed_by or '–'} | {_maybe(f.evicted_by_decision)} |"
+            f" {_maybe(f.evicted_at_step)} | {_maybe(f.steps_before_failure)} |"
+            f" {_maybe(f.ok_run_first_evicted_at_step)} |"
         )
     return [*lines, ""]
 
@@ -848,20 +901,20 @@ def _maybe(value: int | None) -> str:
     return "–" if value is None else f"{value:,}"
 
 
-def _retention_lines(r: dict | None) -> list[str]:
+def _retention_lines(r: Retention | None) -> list[str]:
     if r is None:
         return ["### 4. Retention", "", "No storage to retain: nothing was rebuilt or chosen.", ""]
-    i, c = r["intervention"], r["control"]
+    i, c = r.intervention, r.control
     verdict = (
         "The control replays the failure exactly: the intervention is valid."
-        if r["valid"]
+        if r.valid
         else "**The control does not replay the failure: the intervention is invalid.**"
     )
     return [
         "### 4. Retention",
         "",
-        f"Retaining {r['storage']} (never an eviction candidate, its bytes stay under the same"
-        f" budget): {i['outcome']}, overhead {i['overhead']:.4f}, {i['evictions']} evictions."
-        f" Control retaining nothing: {c['outcome']}, {c['evictions']} evictions. {verdict}",
+        f"Retaining {r.storage} (never an eviction candidate, its bytes stay under the same"
+        f" budget): {i.outcome}, overhead {i.overhead:.4f}, {i.evictions} evictions."
+        f" Control retaining nothing: {c.outcome}, {c.evictions} evictions. {verdict}",
         "",
     ]

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dtrholes import files, plan  # noqa: E402
+from dtrholes.explanation import Explanation, Mechanism, RunSummary  # noqa: E402
 from dtrholes.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
@@ -304,7 +305,9 @@ BOX = {  # face and edge colour of the mechanism figure's boxes
 ROW, BOX_HEIGHT, LINE = 1.55, 1.15, 62  # inches per row and per box; characters per line
 
 
-def explanation(x: dict, stem: Path, suffixes: tuple[str, ...] = (".png", ".pdf")) -> list[Path]:
+def explanation(
+    x: Explanation, stem: Path, suffixes: tuple[str, ...] = (".png", ".pdf")
+) -> list[Path]:
     """One explained pair as the study drew its Figure 2: a column per run (completing,
     failing), a row per decisive step (steps that coincide share one), boxes with the numbers,
     arrows down, the failure in red, completion in green, the retention result below. Laid out
@@ -318,7 +321,7 @@ def explanation(x: dict, stem: Path, suffixes: tuple[str, ...] = (".png", ".pdf"
     ax.axis("off")
     _figure_text(ax, width / 2, 0.3, _mechanism_title(x), 11, weight="bold")
     for column, run in enumerate(("ok", "fail")):
-        _figure_text(ax, _column_centre(column), 0.8, _column_title(x[run], run), 9.5)
+        _figure_text(ax, _column_centre(column), 0.8, _column_title(getattr(x, run), run), 9.5)
     for i, (step, cells) in enumerate(rows):
         top = 1.2 + ROW * i
         _figure_text(ax, 0.45, top + BOX_HEIGHT / 2, f"step {step}", 9.5, weight="bold")
@@ -374,9 +377,9 @@ def _figure_text(ax, x: float, y: float, text: str, size: float, **style) -> Non
     )
 
 
-def mechanism_rows(x: dict) -> list[tuple[int, list[tuple[str, str]]]]:
+def mechanism_rows(x: Explanation) -> list[tuple[int, list[tuple[str, str]]]]:
     """The figure's rows: per decisive step, each run's box text and kind (see BOX)."""
-    m = x["mechanism"]
+    m = x.mechanism
     cells: dict[int, dict[str, list[str]]] = {}
 
     def add(step: int, ok: str | None, fail: str | None) -> None:
@@ -384,16 +387,16 @@ def mechanism_rows(x: dict) -> list[tuple[int, list[tuple[str, str]]]]:
         row["ok"] += [ok] if ok else []
         row["fail"] += [fail] if fail else []
 
-    if m["contrast"] is not None:
-        add(m["contrast"]["step"], *_contrast_cells(m))
-    if m["storage"] is not None:
-        add(m["removed_at_step"], _ok_at_removal(x), _removal_cell(m))
-    add(m["failure"]["step"], _ok_end(x), _failure_cell(m))
-    last = m["failure"]["step"]
+    if m.contrast is not None:
+        add(m.contrast.step, *_contrast_cells(m))
+    if m.storage is not None:
+        add(m.removed_at_step, _ok_at_removal(x), _removal_cell(m))
+    add(m.failure.step, _ok_end(x), _failure_cell(m))
+    last = m.failure.step
     rows = []
     for step in sorted(cells):
         kinds = {"ok": "ok" if step == last else "step", "fail": "oom" if step == last else "step"}
-        if step == m["removed_at_step"] and step != last:
+        if step == m.removed_at_step and step != last:
             kinds["fail"] = "decisive"
         texts = {run: "\n".join(_wrapped(cells[step][run]) or ["–"]) for run in kinds}
         rows.append((step, [(texts[run], kinds[run]) for run in ("ok", "fail")]))
@@ -404,111 +407,105 @@ def _wrapped(parts: list[str]) -> list[str]:
     return [line for part in parts for line in textwrap.wrap(part, LINE)]
 
 
-def _contrast_cells(m: dict) -> tuple[str, str]:
-    k = m["contrast"]
-    ok = (
-        f"{k['shortfall']:,} B short: evicts {k['storage']} ({k['size']:,} B)"
-        f" — the failing run keeps it"
-    )
-    short = k["failing_shortfall"]
+def _contrast_cells(m: Mechanism) -> tuple[str, str]:
+    k = m.contrast
+    ok = f"{k.shortfall:,} B short: evicts {k.storage} ({k.size:,} B) — the failing run keeps it"
+    short = k.failing_shortfall
     if short is None:
-        return ok, f"keeps {k['storage']}"
+        return ok, f"keeps {k.storage}"
     if short <= 0:
         fit = "fits exactly" if short == 0 else f"fits, {-short:,} B to spare"
-        return ok, f"same allocation (op {k['op']}): {fit}; keeps {k['storage']}"
-    if m["storage"] in k["failing_evicted"]:
-        return ok, f"keeps {k['storage']}"
-    spare = k["failing_freed"] - short
+        return ok, f"same allocation (op {k.op}): {fit}; keeps {k.storage}"
+    if m.storage in k.failing_evicted:
+        return ok, f"keeps {k.storage}"
+    spare = k.failing_freed - short
     return ok, (
-        f"same allocation (op {k['op']}): {short:,} B short, evicts"
-        f" {len(k['failing_evicted'])}, fits with {spare:,} B to spare; keeps {k['storage']}"
+        f"same allocation (op {k.op}): {short:,} B short, evicts"
+        f" {len(k.failing_evicted)}, fits with {spare:,} B to spare; keeps {k.storage}"
     )
 
 
-def _removal_cell(m: dict) -> str:
-    e, storage = m["eviction"], m["storage"]
+def _removal_cell(m: Mechanism) -> str:
+    e, storage = m.eviction, m.storage
     if e is None:
-        return f"frees {storage} ({m['size']:,} B): its last reference is released"
-    if e["rank"] == 1 and e["runner_up"] is not None:
+        return f"frees {storage} ({m.size:,} B): its last reference is released"
+    if e.rank == 1 and e.runner_up is not None:
         rank = (
-            f"ranked 1st of {e['candidates']:,} (score {_short_score(e['score'])}), runner-up"
-            f" {e['runner_up']} ({_short_score(e['runner_up_score'])})"
+            f"ranked 1st of {e.candidates:,} (score {_short_score(e.score)}), runner-up"
+            f" {e.runner_up} ({_short_score(e.runner_up_score)})"
         )
     else:
-        rank = f"rank {e['rank'] or '–'} of {e['candidates']:,}, score {_short_score(e['score'])}"
-    return f"{e['shortfall']:,} B short: evicts {storage} ({m['size']:,} B), {rank}"
+        rank = f"rank {e.rank or '–'} of {e.candidates:,}, score {_short_score(e.score)}"
+    return f"{e.shortfall:,} B short: evicts {storage} ({m.size:,} B), {rank}"
 
 
-def _ok_at_removal(x: dict) -> str | None:
-    d, m = x["decisive"], x["mechanism"]
-    shared = {m["failure"]["step"], m["contrast"] and m["contrast"]["step"]}
-    if m["removed_at_step"] in shared:  # that row's box already says what it holds
+def _ok_at_removal(x: Explanation) -> str | None:
+    d, m = x.decisive, x.mechanism
+    shared = {m.failure.step, m.contrast and m.contrast.step}
+    if m.removed_at_step in shared:  # that row's box already says what it holds
         return None
-    keeps = f"keeps {m['storage']}" if d["ok_holds_it"] else ""
-    short = m["eviction"] and m["eviction"]["completing_shortfall"]
+    keeps = f"keeps {m.storage}" if d.ok_holds_it else ""
+    short = m.eviction and m.eviction.completing_shortfall
     if short is None:
         return keeps or None
     if short <= 0:
         fit = "fits exactly" if short == 0 else f"fits, {-short:,} B to spare"
     else:
-        fit = f"{short:,} B short, evicts {len(m['eviction']['completing_evicted'])}"
+        fit = f"{short:,} B short, evicts {len(m.eviction.completing_evicted)}"
     return f"same allocation: {fit}" + (f"; {keeps}" if keeps else "")
 
 
-def _ok_end(x: dict) -> str:
-    ok, m = x["ok"], x["mechanism"]
+def _ok_end(x: Explanation) -> str:
+    ok, m = x.ok, x.mechanism
     held = ""
-    if m["needed_at_step"] is not None:
-        held = f"{m['storage']} " + ("in memory; " if x["decisive"]["ok_holds_it"] else "rebuilt; ")
-    return f"{held}completes: overhead {ok['overhead']:.4f}, max depth {ok['max_depth']}"
+    if m.needed_at_step is not None:
+        held = f"{m.storage} " + ("in memory; " if x.decisive.ok_holds_it else "rebuilt; ")
+    return f"{held}completes: overhead {ok.overhead:.4f}, max depth {ok.max_depth}"
 
 
-def _failure_cell(m: dict) -> str:
-    f = m["failure"]
-    needs = f"needs {m['storage']}: " if m["needed_at_step"] is not None else ""
-    cascade = f"{needs}cascade {f['depth']} deep, {f['pinned']:,} B pinned"
-    if f["outcome"] == "oom":
+def _failure_cell(m: Mechanism) -> str:
+    f = m.failure
+    needs = f"needs {m.storage}: " if m.needed_at_step is not None else ""
+    cascade = f"{needs}cascade {f.depth} deep, {f.pinned:,} B pinned"
+    if f.outcome == "oom":
         return (
-            f"{cascade}; op {f['op']} asks {f['request']:,} B, {f['over_budget']:,} B over"
-            " the budget: OOM"
+            f"{cascade}; op {f.op} asks {f.request:,} B, {f.over_budget:,} B over the budget: OOM"
         )
-    return f"{cascade}: {f['outcome'].upper()}"
+    return f"{cascade}: {f.outcome.upper()}"
 
 
 def _short_score(score: object) -> str:
     return score if isinstance(score, str) else f"{score:.4g}"
 
 
-def _mechanism_title(x: dict) -> str:
-    diff = x["mechanism"]["budget_difference"]
+def _mechanism_title(x: Explanation) -> str:
+    diff = x.mechanism.budget_difference
     return (
-        f"{x['trace']} · {x['policy']}: {x['fail']['budget']:,} B fails where"
-        f" {x['ok']['budget']:,} B completes ({diff:+,} B)"
+        f"{x.trace} · {x.policy}: {x.fail.budget:,} B fails where"
+        f" {x.ok.budget:,} B completes ({diff:+,} B)"
     )
 
 
-def _column_title(run: dict, name: str) -> str:
-    ratio = f" ({run['ratio']:.4f} of peak)" if run["ratio"] is not None else ""
+def _column_title(run: RunSummary, name: str) -> str:
+    ratio = f" ({run.ratio:.4f} of peak)" if run.ratio is not None else ""
     label = "completing run" if name == "ok" else "failing run"
-    return f"{label}: {run['budget']:,} B{ratio}"
+    return f"{label}: {run.budget:,} B{ratio}"
 
 
-def _retention_footer(x: dict) -> str:
-    r, storage = x["mechanism"]["retention"], x["mechanism"]["storage"]
+def _retention_footer(x: Explanation) -> str:
+    r, storage = x.mechanism.retention, x.mechanism.storage
     if r is None:
         return "No storage removed whose retention could be tried."
     control = (
-        "control retaining nothing: fails as before" if r["valid"] else "control differs: invalid"
+        "control retaining nothing: fails as before" if r.valid else "control differs: invalid"
     )
-    outcome = (
-        f"completes, overhead {r['overhead']:.4f}" if r["outcome"] == "ok" else r["outcome"].upper()
-    )
+    outcome = f"completes, overhead {r.overhead:.4f}" if r.outcome == "ok" else r.outcome.upper()
     return f"Retaining {storage} at the failing budget: {outcome} ({control})"
 
 
-def _footer_colour(x: dict) -> str:
-    r = x["mechanism"]["retention"]
-    return BOX["ok"][1] if r and r["outcome"] == "ok" and r["valid"] else BOX["oom"][1]
+def _footer_colour(x: Explanation) -> str:
+    r = x.mechanism.retention
+    return BOX["ok"][1] if r and r.outcome == "ok" and r.valid else BOX["oom"][1]
 
 
 MAP_COLOURS = {"ok": "#1b9e77", "oom": "#d95f02", "thrashed": "#7570b3"}

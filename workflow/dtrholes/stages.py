@@ -4,6 +4,7 @@ explanations."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 from collections.abc import Callable, Iterable
@@ -22,6 +23,7 @@ from dtrholes import (
     records,
     runner,
 )
+from dtrholes.explanation import Citations, Explanation
 from dtrholes.records import Request
 from simulator import Result, Trace, UserError, budget_for, get_policy
 
@@ -236,7 +238,7 @@ def repeat_regions(
 
 def explain_regions(
     job: Job, listed: list[dict], regions: list[dict], progress: Callable[[str], None] = print
-) -> list[dict]:
+) -> list[Explanation]:
     """Explain both edge brackets of every confirmed region (the completing sample below and the
     first failing one; the last failing one and the completing sample above), with a progress
     line per pair. Each explanation cites the records of its two runs, and its replays must
@@ -275,13 +277,13 @@ def explain_regions(
             control=cited[fail][1],
             runs=runs,
         )
-        for run, budget in (("ok", ok), ("fail", fail)):
+        for stated, budget in ((x.ok, ok), (x.fail, fail)):
             run_id, result = cited[budget]
-            if explain.summary(result, pair.peak) != x[run]:
+            if explain.summary(result, pair.peak) != stated:
                 raise UserError(
                     f"record {run_id}", "the replay of the recorded run", "a different run"
                 )
-        found.append({**x, "cites": {"ok": cited[ok][0], "fail": cited[fail][0]}})
+        found.append(dataclasses.replace(x, cites=Citations(ok=cited[ok][0], fail=cited[fail][0])))
         progress(f"[{i}/{len(pairs)}] {job.trace} {job.policy} pair {ok:,} | {fail:,} bytes")
     return found
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import audit, claims, evidence, explain, records
+from dtrholes import audit, claims, evidence, explain, explanation, records
 from dtrholes.records import Request, Usage
 from simulator import UserError, get_policy, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
@@ -123,16 +123,44 @@ def test_all_reruns_every_cited_record_maps_included(tmp_path: Path) -> None:
     assert len(audit.sample(one)[0]) == 1 and set(audit.sample(one)[0]) <= set(listed)
 
 
-def test_an_explanation_citing_an_unlisted_record_fails(tmp_path: Path) -> None:
+EXPLAINED = tiny_trace(random_trace_text(193, 12))  # the explained hole of test_explain
+
+
+@pytest.fixture(scope="module")
+def explained() -> explanation.Explanation:
+    return explain.explain(explain.Pair(EXPLAINED, "dtr", 377, 378))
+
+
+def write_explanations(results: Path, pairs: list) -> Path:
+    path = results / "explain" / "tiny" / "dtr" / "explain.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(pairs))
+    return path
+
+
+def test_an_explanation_citing_an_unlisted_record_fails(tmp_path: Path, explained) -> None:
     run_id = records.write_record(make(150), tmp_path / "records").stem
-    path = tmp_path / "explain" / "tiny" / "dtr" / "explain.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps([{"cites": {"ok": run_id, "fail": run_id}}]))
+    cites = explanation.Citations(ok=run_id, fail=run_id)
+    write_explanations(tmp_path, [explanation.to_json(dataclasses.replace(explained, cites=cites))])
     found = failures(audit.check_explanations(loaded(tmp_path / "records", {OUTPUT: []})))
     assert found[0] == (
         "explanations: explain/tiny/dtr/explain.json: pair 0: the ok run cites"
         f" {run_id}, which no current job output lists"
     )
+
+
+def test_an_explanation_out_of_shape_fails_and_names_the_part(tmp_path: Path, explained) -> None:
+    pair = explanation.to_json(explained)
+    pair["divergence"]["ok"]["step"] = "four"
+    del pair["cascade"]["rebuilding"][0]["depth"]
+    write_explanations(tmp_path, [{"cites": {"ok": "a", "fail": "b"}}, pair])
+    found = failures(audit.check_explanations(loaded(tmp_path / "records", {OUTPUT: []})))
+    where = "explanations: explain/tiny/dtr/explain.json: pair"
+    assert found == [
+        f"{where} 0: it is out of shape: explanation: expected a key 'mechanism', found none",
+        f"{where} 1: it is out of shape: explanation.divergence.ok.step: expected an integer,"
+        " found 'four'",
+    ]
 
 
 def test_a_record_listed_by_another_stage_is_misfiled(tmp_path: Path) -> None:
@@ -205,12 +233,13 @@ def test_an_edge_is_bounded_by_runs_ending_as_under_the_samples_cap() -> None:
     assert audit._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
 
 
-def test_an_explanations_mechanism_must_be_what_its_parts_give() -> None:
-    trace = tiny_trace(random_trace_text(193, 12))  # the explained hole of test_explain
-    pair = json.loads(json.dumps(explain.explain(explain.Pair(trace, "dtr", 377, 378))))
+def test_an_explanations_mechanism_must_be_what_its_parts_give(explained) -> None:
+    pair = explanation.from_json(json.loads(json.dumps(explanation.to_json(explained))))
     assert audit.mechanism_problem(pair) is None
-    edited = json.loads(json.dumps(pair))
-    edited["mechanism"]["text"] = edited["mechanism"]["text"].replace("x1$", "x2", 1)
+    text = pair.mechanism.text.replace("x1$", "x2", 1)
+    edited = dataclasses.replace(pair, mechanism=dataclasses.replace(pair.mechanism, text=text))
     assert "mechanism summary" in audit.mechanism_problem(edited)
-    richer = {**pair, "ok": {**pair["ok"], "budget": pair["ok"]["budget"] - 10}}
+    richer = dataclasses.replace(pair, ok=dataclasses.replace(pair.ok, budget=pair.ok.budget - 10))
     assert audit.mechanism_problem(richer) is not None  # the budget difference changed
+    unfit = dataclasses.replace(pair, decisive=dataclasses.replace(pair.decisive, size=None))
+    assert "cannot be derived" in audit.mechanism_problem(unfit)  # of its type, yet no number
