@@ -24,6 +24,7 @@ from dtrholes import (
     fetch,
     files,
     holes,
+    layout,
     maps,
     plan,
     processes,
@@ -33,14 +34,12 @@ from dtrholes import (
 from simulator import Result, Trace, UserError, parse_trace
 
 SEED = 20261129
-STAGE_OF = {"edges": "edge", "repeats": "repeat"}  # and stage_<x>: the stage X's records
-# The rule writing each kind of job output (stage: stage_<x>; a merged map states what its
-# chunks state).
+# The rule writing each kind of job output (a merged map states what its chunks state).
 REBUILT_BY = {
-    "stage": "sweep_stage",
-    "edges": "find_edges",
-    "repeats": "repeat_regions",
-    "maps": "map_chunk",
+    layout.SAMPLES: "sweep_stage",
+    layout.EDGES: "find_edges",
+    layout.REPEATS: "repeat_regions",
+    layout.MAPS: "map_chunk",
 }
 TITLES = {
     "records": "every record file is a valid, unique record; every listed record exists, with"
@@ -195,7 +194,7 @@ def _duplicates(files: list[evidence.RecordFile]) -> list[Failure]:
 
 
 def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure]:
-    kind, trace, policy = evidence.series_of(rel)
+    listing = layout.listing(rel)
     failures = []
     for run_id in run_ids:
         record = ctx.inv.records.get(run_id)
@@ -203,8 +202,7 @@ def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure
             failures.append(Failure("records", f"record {run_id}", f"listed by {rel}, missing"))
             continue
         found = (record["stage"], record["trace"]["name"], record["policy"]["name"])
-        stage = STAGE_OF.get(kind) or kind.removeprefix("stage_").upper()
-        if found != (stage, trace, policy):
+        if found != (listing.stage, listing.trace, listing.policy):
             message = f"listed by {rel} but a {'/'.join(found)} run"
             failures.append(Failure("records", f"record {run_id}", message))
     return failures
@@ -216,7 +214,7 @@ def _checksum_failures(
     """Each listed record file whose bytes are not those the job output states (a missing
     one is reported as missing)."""
     if stated is None:
-        rule = REBUILT_BY[evidence.series_of(rel)[0].partition("_")[0]]
+        rule = REBUILT_BY[layout.listing(rel).kind]
         message = (
             "written before job outputs stated their records' sha256: rebuild it from its"
             f" records (none is rerun) with `snakemake --forcerun {rule}`"
@@ -257,7 +255,7 @@ def _shared_processes(ctx: Context) -> list[Failure]:
     first: dict[tuple, str] = {}
     failures = []
     for r in ctx.inv.records.values():
-        if r["stage"] != "repeat" or r.get("pid") is None:
+        if r["stage"] != layout.REPEAT or r.get("pid") is None:
             continue
         try:
             point = dataclasses.replace(records.request_of(r), repeat=0).run_id
@@ -368,7 +366,7 @@ def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
     """Per region of the holes table: the first record at each bracket budget (ok below, first
     and last failing, ok above) and the runs that bound each exact edge."""
     try:
-        table = holes.read_rows(ctx.inv.results / "tables" / "holes.parquet")
+        table = holes.read_rows(layout.table("holes", root=ctx.inv.results))
     except UserError:
         return []
     found: list[str] = []
@@ -504,7 +502,7 @@ def _canonical(value: object) -> str:
 def check_maps(ctx: Context) -> Check:
     """Every merged map: its tiling (no gap, no overlap), each run tile against its record,
     and a seeded few random budgets inside random tiles rerun to the tile's outcome."""
-    found = sorted((ctx.options.results / "maps").glob("*/*.parquet"))
+    found = sorted(ctx.options.results.glob(layout.MAP_GLOB))
     rng = random.Random(ctx.options.seed)
     failures, count = [], 0
     for path in found:
@@ -532,7 +530,7 @@ def _tile_failures(ctx: Context, where: str, m: maps.Map, t: maps.Tile) -> list[
     result = record["result"] or {}
     stated = (record["stage"], record["trace"]["name"], record["policy"]["name"], record["budget"])
     outcome = result.get("outcome", maps.TIMEOUT)
-    if stated != ("map", m.trace, m.policy, t.run_budget) or outcome != t.outcome:
+    if stated != (layout.MAP, m.trace, m.policy, t.run_budget) or outcome != t.outcome:
         return [Failure("maps", at, f"record {t.run_id} is another run: {stated}, {outcome}")]
     hi = result.get("budget_hi")
     if t.exact and not (result["budget_lo"] <= t.first and (hi is None or t.last <= hi)):

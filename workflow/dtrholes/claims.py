@@ -15,6 +15,7 @@ from dtrholes import (
     crosscheck,
     evidence,
     holes,
+    layout,
     maps,
     maptables,
     paper,
@@ -26,6 +27,7 @@ from dtrholes import (
 from simulator import Result, UserError
 
 Problem = tuple[str, str]  # where (a record, job output or table row) and what differs
+RECORDS = layout.records_table(root="")  # the records table, as failures name it
 
 
 def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
@@ -53,7 +55,7 @@ def _guarded(
 
 
 PARTS = {
-    "_records_table": "records.parquet",
+    "_records_table": RECORDS,
     "_job_replays": "edges and repeats",
     "_holes": "tables/holes",
     "_comparison": "tables/comparison",
@@ -65,32 +67,35 @@ PARTS = {
 
 def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     try:
-        stated = holes.read_rows(inv.results / "records.parquet")
+        stated = holes.read_rows(layout.records_table(inv.results))
     except UserError as exc:
-        return 1, [("records.parquet", str(exc))]
-    failures = _compare_rows(
-        "records.parquet", stated, rows, lambda r: r["run_id"], lambda k: f"record {k}"
-    )
-    return len(stated), [(where, f"records.parquet: {message}") for where, message in failures]
+        return 1, [(RECORDS, str(exc))]
+    failures = _compare_rows(RECORDS, stated, rows, lambda r: r["run_id"], lambda k: f"record {k}")
+    return len(stated), [(where, f"{RECORDS}: {message}") for where, message in failures]
 
 
 def _by_kind(inv: evidence.Inventory) -> dict[tuple[str, str], dict[str, list[str]]]:
     """Per trace × policy: its job outputs by kind (sampled, edges, repeats)."""
     found: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for rel in inv.outputs:
-        kind, trace, policy = evidence.series_of(rel)
-        found[trace, policy]["sampled" if kind.startswith("stage_") else kind].append(rel)
+        listing = layout.listing(rel)
+        found[listing.trace, listing.policy][listing.kind].append(rel)
     return found
+
+
+def _of_kind(inv: evidence.Inventory, kind: str) -> list[Path]:
+    """The current job outputs of one kind (edges, repeats)."""
+    return [inv.results / rel for rel in inv.outputs if layout.listing(rel).kind == kind]
 
 
 def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     """Edges and repeats derived again by replaying their jobs from the records alone."""
     count, failures = 0, []
     for (trace, policy), kinds in sorted(_by_kind(inv).items()):
-        series = inv.listed(kinds["sampled"])
+        series = inv.listed(kinds[layout.SAMPLES])
         for kind, derive, key in (
-            ("edges", stages.find_edges, "edges"),
-            ("repeats", stages.repeat_regions, "regions"),
+            (layout.EDGES, stages.find_edges, "edges"),
+            (layout.REPEATS, stages.repeat_regions, "regions"),
         ):
             for rel in kinds[kind]:
                 count += 1
@@ -116,8 +121,8 @@ def _job(inv: evidence.Inventory, trace: str, policy: str, kind: str) -> stages.
     current = protocol.Protocol(
         dt.date.fromisoformat(rendered["fixed"]), rendered["title"], rendered["parameters"], ()
     )
-    spec = plan.job_spec(current, "edge" if kind == "edges" else "repeat", policy)
-    baseline = stages.read_output(inv.results / "baselines" / f"{trace}.json")
+    spec = plan.job_spec(current, layout.LISTS[kind], policy)
+    baseline = stages.read_output(layout.baseline(trace, inv.results))
     return ReplayJob(
         trace, policy, spec, rendered["version"], baseline, Path(), Path(), inv.results, inv.records
     )
@@ -159,11 +164,10 @@ class Replay:
 
 
 def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    paths = [inv.results / rel for rel in inv.outputs]
     version = inv.rendered["version"]
     found = holes.Evidence(
-        edges=stages.by_series([p for p in paths if p.parts[-3] == "edges"], "edges"),
-        repeats=stages.by_series([p for p in paths if p.parts[-3] == "repeats"], "regions"),
+        edges=stages.by_series(_of_kind(inv, layout.EDGES), "edges"),
+        repeats=stages.by_series(_of_kind(inv, layout.REPEATS), "regions"),
         protocol_version=version,
     )
     derived = holes.table_rows(rows, found)
@@ -177,7 +181,7 @@ def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Pr
 
 
 def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    checked = holes.read_rows(inv.results / "tables" / "crosscheck.parquet")
+    checked = holes.read_rows(layout.table("crosscheck", root=inv.results))
     found = paper.reproduce(rows, paper.load(), checked)
     derived = paper.table(found).to_pylist()
     return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
@@ -186,7 +190,7 @@ def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem
 def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     """The maps table and its holes table, tabulated again from the merged maps (when any
     map or maps table is on disk: the maps are optional)."""
-    if not inv.maps and not (inv.results / "tables" / "maps.parquet").exists():
+    if not inv.maps and not layout.table("maps", root=inv.results).exists():
         return 0, []
     found = [maps.read(inv.results / rel) for rel in sorted(inv.maps)]
     series, found_holes = maptables.tabulate(found, rows)
@@ -205,17 +209,14 @@ def _paper_key(row: dict) -> tuple:
 
 
 def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    results = inv.results
     try:
-        stated = holes.read_rows(results / "tables" / "crosscheck.parquet")
+        stated = holes.read_rows(layout.table("crosscheck", root=inv.results))
     except UserError as exc:
-        return 1, [("tables/crosscheck.parquet", str(exc))]
-    repeats = stages.by_series(
-        [results / rel for rel in inv.outputs if rel.startswith("repeats/")], "regions"
-    )
+        return 1, [(layout.table("crosscheck", root=""), str(exc))]
+    repeats = stages.by_series(_of_kind(inv, layout.REPEATS), "regions")
     traces = {row["trace"] for row in rows}
     computes = {
-        t: stages.read_output(results / "baselines" / f"{t}.json")["model_compute"] for t in traces
+        t: stages.read_output(layout.baseline(t, inv.results))["model_compute"] for t in traces
     }
     points = stages.crosscheck_points(
         rows, repeats, crosscheck.policies(inv.rendered), computes, paper.simrd_points(paper.load())
@@ -265,24 +266,24 @@ def _rows(
 ) -> tuple[int, list[Problem]]:
     """A stated Parquet table's rows against those derived from the records."""
     try:
-        stated = holes.read_rows(inv.results / "tables" / f"{name}.parquet")
+        stated = holes.read_rows(layout.table(name, root=inv.results))
     except UserError as exc:
-        return 1, [(f"tables/{name}.parquet", f"unreadable ({exc})")]
-    return len(stated), _compare_rows(f"tables/{name}.parquet", stated, derived, key)
+        return 1, [(layout.table(name, root=""), f"unreadable ({exc})")]
+    return len(stated), _compare_rows(layout.table(name, root=""), stated, derived, key)
 
 
 def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Problem]:
     """A stated Markdown table against the text derived from the records, but for its first
     `skip_lines` lines."""
     try:
-        markdown = (inv.results / "tables" / f"{name}.md").read_text(encoding="utf-8")
+        markdown = layout.table(name, "md", inv.results).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [(f"tables/{name}.md", f"unreadable ({exc})")]
+        return [(layout.table(name, "md", ""), f"unreadable ({exc})")]
     lines = list(zip(markdown.splitlines(), text.splitlines(), strict=False))[skip_lines:]
     bad = next((i for i, (a, b) in enumerate(lines, skip_lines + 1) if a != b), None)
     if bad is None and len(markdown.splitlines()) == len(text.splitlines()):
         return []
-    where = f"tables/{name}.md" + (f" line {bad}" if bad else "")
+    where = layout.table(name, "md", "") + (f" line {bad}" if bad else "")
     return [(where, "differs from the table the records give")]
 
 

@@ -25,6 +25,7 @@ from dtrholes import (
     fetch,
     files,
     holes,
+    layout,
     maps,
     maptables,
     paper,
@@ -381,7 +382,7 @@ def _add_pipeline_steps(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--baselines",
         type=Path,
-        default=Path("results/baselines"),
+        default=Path(layout.baselines()),
         help="points: the pipeline's baselines (peaks); a trace without one is replayed",
     )
     p.set_defaults(run=_protocol)
@@ -429,7 +430,7 @@ def _add_map_steps(sub: argparse._SubParsersAction) -> None:
 
 
 def _map_plan(args: argparse.Namespace) -> None:
-    listed = stages.listed_records(args.jobs, args.results / "records")
+    listed = stages.listed_records(args.jobs, layout.records(args.results))
     by_policy: dict[str, list[dict]] = {}
     for record in listed:
         by_policy.setdefault(record["policy"]["name"], []).append(record)
@@ -481,7 +482,9 @@ def _add_table(p: argparse.ArgumentParser, what: str) -> None:
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="check that every claim in the results is backed by records")
-    p.add_argument("results", nargs="?", type=Path, default=Path("results"), help="results dir")
+    p.add_argument(
+        "results", nargs="?", type=Path, default=Path(layout.RESULTS), help="results dir"
+    )
     p.add_argument("--data", type=Path, default=None, help="data directory with the archive")
     p.add_argument(
         "--protocol", type=Path, default=None, help="rendered protocol (default: the latest)"
@@ -529,12 +532,11 @@ def _audit(args: argparse.Namespace) -> int:
         args.workers,
     )
     report = audit.run(options, time.perf_counter, print)
-    folder = args.results / "audit"
     audit.write(
         report,
-        args.markdown or folder / "audit.md",
-        args.json or folder / "audit.json",
-        args.evidence or args.results / "evidence.csv",
+        args.markdown or layout.audit_report("md", args.results),
+        args.json or layout.audit_report("json", args.results),
+        args.evidence or layout.evidence_table(args.results),
     )
     print(f"audit {'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s")
     return 0 if report.passed else 1
@@ -619,7 +621,7 @@ def _baseline(args: argparse.Namespace) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    known = [*plan.SAMPLING, *protocol.load(args.protocol).parameters.get("points", {})]
+    known = list(layout.stages(protocol.load(args.protocol).parameters))
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = _job(args, args.stage)
@@ -628,7 +630,7 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _refine(args: argparse.Namespace) -> None:
-    listed = stages.listed_records(args.jobs, args.results / "records")
+    listed = stages.listed_records(args.jobs, layout.records(args.results))
     params = plan.parameters(args.spec)
     study = plan.study_refined(args.study, args.trace) if args.study else []
     intervals = plan.refine_intervals(params, stages.refinement_samples(listed), study)
@@ -678,7 +680,7 @@ def _write_explanations(found: list[dict], out: Path, suffixes: tuple[str, ...])
 
 
 def _gather(args: argparse.Namespace) -> None:
-    listed = stages.listed_records(args.jobs, args.results / "records")
+    listed = stages.listed_records(args.jobs, layout.records(args.results))
     jobs = [os.path.relpath(p, args.results) for p in args.jobs]
     print(f"{records.gather(listed, args.out, jobs)} records")
 
@@ -720,7 +722,7 @@ def _crosscheck(args: argparse.Namespace) -> None:
         {b["trace"]: b["model_compute"] for b in baselines},
         paper.simrd_points(paper.load()),
     )
-    work = args.results / "crosscheck"
+    work = layout.crosscheck_work(args.results)
     source = crosscheck.locate_simrd(args.simrd, work) if args.simrd else None
     checked = []
     for i, point in enumerate(points, 1):
@@ -791,7 +793,7 @@ def _points(args: argparse.Namespace, params: dict) -> None:
     """The planned points of the stages that do not depend on outcomes, as CSV."""
     wanted = {"stage": args.stage, "trace": args.trace, "policy": args.policy}
     known = {
-        "stage": ["A", "C", *params.get("points", {})],
+        "stage": list(layout.planned(params)),
         "trace": [t for role in params["traces"].values() for t in role],
         "policy": list(params["policies"]),
     }

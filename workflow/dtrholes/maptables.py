@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dtrholes import files, holes, maps
+from dtrholes import files, holes, layout, maps
 from dtrholes.maps import Hole, Map
 
 LISTED = 200  # holes listed in the Markdown table; the Parquet table has all of them
 # The sampled stages, added one at a time: which holes each sampling would have seen.
-SAMPLINGS = (("grid", ("A",)), ("stage_c", ("A", "C")), ("stage_b", ("A", "B", "C")))
+SAMPLINGS = (
+    ("grid", (layout.STAGE_A,)),
+    ("stage_c", (layout.STAGE_A, layout.STAGE_C)),
+    ("stage_b", (layout.STAGE_A, layout.STAGE_B, layout.STAGE_C)),
+)
 
 
 def sampled(rows: list[dict], trace: str, policy: str) -> dict[str, list[holes.Sample]]:
