@@ -2,22 +2,24 @@
 # merged maps (before the maps table) and the explanations.
 rule audit_results:
     input:
-        records="results/records.parquet",
-        tables=expand("results/tables/{name}.{ext}", name=TABLES, ext=("md", "parquet")),
+        records=layout.records_table(),
+        tables=expand(
+            layout.table("{name}", "{ext}"), name=layout.TABLES, ext=("md", "parquet")
+        ),
         protocol=protocol_render(),
         maps=map_targets(),
-        explanations=series_outputs("explain", suffix=""),
+        explanations=series_outputs(layout.EXPLANATIONS),
         archive="data/dtr-logs.zip",
     output:
         markdown=report(
-            "results/audit/audit.md", caption="../report/audit.rst", category="Audit"
+            layout.audit_report("md"), caption="../report/audit.rst", category="Audit"
         ),
-        json="results/audit/audit.json",
-        evidence="results/evidence.csv",
+        json=layout.audit_report("json"),
+        evidence=layout.evidence_table(),
     log:
-        "results/logs/audit_results.log",
+        layout.log("audit_results"),
     benchmark:
-        "results/benchmarks/audit_results.tsv"
+        layout.benchmark("audit_results")
     threads: config["audit_workers"]
     params:
         sheet=config["trace_sheet"],

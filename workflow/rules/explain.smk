@@ -1,24 +1,24 @@
 rule explain_regions:
     input:
         jobs=series_jobs,
-        repeats="results/repeats/{trace}/{policy}.json",
+        repeats=layout.series(layout.REPEATS),
         ranking=ranking_input,
     output:
         report(
-            directory("results/explain/{trace}/{policy}"),
+            directory(layout.series(layout.EXPLANATIONS)),
             patterns=["{name}.png"],
             caption="../report/explain.rst",
             category="Explanations",
             subcategory="{trace}",
         ),
     log:
-        "results/logs/explain/{trace}/{policy}.log",
+        layout.log("explain/{trace}/{policy}"),
     benchmark:
-        "results/benchmarks/explain/{trace}/{policy}.tsv"
+        layout.benchmark("explain/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline="results/baselines/{trace}.json",
+        baseline=layout.baseline(),
         protocol=config["protocol"],
         spec=explain_spec,
     shell:

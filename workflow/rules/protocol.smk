@@ -1,8 +1,8 @@
 rule render_protocol:
     output:
-        "results/protocol/{version}.json",
+        layout.protocol_render(),
     log:
-        "results/logs/render_protocol/{version}.log",
+        layout.log("render_protocol/{version}"),
     params:
         protocol=config["protocol"],
     shell:

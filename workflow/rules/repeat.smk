@@ -2,15 +2,15 @@ rule repeat_regions:
     input:
         series_jobs,
     output:
-        "results/repeats/{trace}/{policy}.json",
+        layout.series(layout.REPEATS),
     log:
-        "results/logs/repeats/{trace}/{policy}.log",
+        layout.log("repeats/{trace}/{policy}"),
     benchmark:
-        "results/benchmarks/repeats/{trace}/{policy}.tsv"
+        layout.benchmark("repeats/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline="results/baselines/{trace}.json",
+        baseline=layout.baseline(),
         protocol=config["protocol"],
         spec=repeat_spec,
     shell:
