@@ -24,8 +24,8 @@ from dtrholes import (
     fetch,
     files,
     holes,
-    layout,
     maps,
+    paths,
     plan,
     processes,
     records,
@@ -36,10 +36,10 @@ from simulator import Result, Trace, UserError, parse_trace
 SEED = 20261129
 # The rule writing each kind of job output (a merged map states what its chunks state).
 REBUILT_BY = {
-    layout.SAMPLES: "sweep_stage",
-    layout.EDGES: "find_edges",
-    layout.REPEATS: "repeat_regions",
-    layout.MAPS: "map_chunk",
+    paths.SAMPLES: "sweep_stage",
+    paths.EDGES: "find_edges",
+    paths.REPEATS: "repeat_regions",
+    paths.MAPS: "map_chunk",
 }
 TITLES = {
     "records": "every record file is a valid, unique record; every listed record exists, with"
@@ -194,7 +194,7 @@ def _duplicates(files: list[evidence.RecordFile]) -> list[Failure]:
 
 
 def _listed_failures(ctx: Context, rel: str, run_ids: list[str]) -> list[Failure]:
-    listing = layout.listing(rel)
+    listing = paths.listing(rel)
     failures = []
     for run_id in run_ids:
         record = ctx.inv.records.get(run_id)
@@ -214,7 +214,7 @@ def _checksum_failures(
     """Each listed record file whose bytes are not those the job output states (a missing
     one is reported as missing)."""
     if stated is None:
-        rule = REBUILT_BY[layout.listing(rel).kind]
+        rule = REBUILT_BY[paths.listing(rel).kind]
         message = (
             "written before job outputs stated their records' sha256: rebuild it from its"
             f" records (none is rerun) with `snakemake --forcerun {rule}`"
@@ -255,7 +255,7 @@ def _shared_processes(ctx: Context) -> list[Failure]:
     first: dict[tuple, str] = {}
     failures = []
     for r in ctx.inv.records.values():
-        if r["stage"] != layout.REPEAT or r.get("pid") is None:
+        if r["stage"] != paths.REPEAT or r.get("pid") is None:
             continue
         try:
             point = dataclasses.replace(records.request_of(r), repeat=0).run_id
@@ -366,7 +366,7 @@ def edge_points(ctx: Context, complete: list[dict]) -> list[str]:
     """Per region of the holes table: the first record at each bracket budget (ok below, first
     and last failing, ok above) and the runs that bound each exact edge."""
     try:
-        table = holes.read_rows(layout.table("holes", root=ctx.inv.results))
+        table = holes.read_rows(paths.table("holes", root=ctx.inv.results))
     except UserError:
         return []
     found: list[str] = []
@@ -502,7 +502,7 @@ def _canonical(value: object) -> str:
 def check_maps(ctx: Context) -> Check:
     """Every merged map: its tiling (no gap, no overlap), each run tile against its record,
     and a seeded few random budgets inside random tiles rerun to the tile's outcome."""
-    found = sorted(ctx.options.results.glob(layout.MAP_GLOB))
+    found = sorted(ctx.options.results.glob(paths.MAP_GLOB))
     rng = random.Random(ctx.options.seed)
     failures, count = [], 0
     for path in found:
@@ -530,7 +530,7 @@ def _tile_failures(ctx: Context, where: str, m: maps.Map, t: maps.Tile) -> list[
     result = record["result"] or {}
     stated = (record["stage"], record["trace"]["name"], record["policy"]["name"], record["budget"])
     outcome = result.get("outcome", maps.TIMEOUT)
-    if stated != (layout.MAP, m.trace, m.policy, t.run_budget) or outcome != t.outcome:
+    if stated != (paths.MAP, m.trace, m.policy, t.run_budget) or outcome != t.outcome:
         return [Failure("maps", at, f"record {t.run_id} is another run: {stated}, {outcome}")]
     hi = result.get("budget_hi")
     if t.exact and not (result["budget_lo"] <= t.first and (hi is None or t.last <= hi)):

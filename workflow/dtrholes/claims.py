@@ -15,10 +15,10 @@ from dtrholes import (
     crosscheck,
     evidence,
     holes,
-    layout,
     maps,
     maptables,
     paper,
+    paths,
     plan,
     protocol,
     records,
@@ -27,7 +27,7 @@ from dtrholes import (
 from simulator import Result, UserError
 
 Problem = tuple[str, str]  # where (a record, job output or table row) and what differs
-RECORDS = layout.records_table(root="")  # the records table, as failures name it
+RECORDS = paths.records_table(root="")  # the records table, as failures name it
 
 
 def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
@@ -67,7 +67,7 @@ PARTS = {
 
 def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     try:
-        stated = holes.read_rows(layout.records_table(inv.results))
+        stated = holes.read_rows(paths.records_table(inv.results))
     except UserError as exc:
         return 1, [(RECORDS, str(exc))]
     failures = _compare_rows(RECORDS, stated, rows, lambda r: r["run_id"], lambda k: f"record {k}")
@@ -78,24 +78,24 @@ def _by_kind(inv: evidence.Inventory) -> dict[tuple[str, str], dict[str, list[st
     """Per trace × policy: its job outputs by kind (sampled, edges, repeats)."""
     found: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for rel in inv.outputs:
-        listing = layout.listing(rel)
+        listing = paths.listing(rel)
         found[listing.trace, listing.policy][listing.kind].append(rel)
     return found
 
 
 def _of_kind(inv: evidence.Inventory, kind: str) -> list[Path]:
     """The current job outputs of one kind (edges, repeats)."""
-    return [inv.results / rel for rel in inv.outputs if layout.listing(rel).kind == kind]
+    return [inv.results / rel for rel in inv.outputs if paths.listing(rel).kind == kind]
 
 
 def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     """Edges and repeats derived again by replaying their jobs from the records alone."""
     count, failures = 0, []
     for (trace, policy), kinds in sorted(_by_kind(inv).items()):
-        series = inv.listed(kinds[layout.SAMPLES])
+        series = inv.listed(kinds[paths.SAMPLES])
         for kind, derive, key in (
-            (layout.EDGES, stages.find_edges, "edges"),
-            (layout.REPEATS, stages.repeat_regions, "regions"),
+            (paths.EDGES, stages.find_edges, "edges"),
+            (paths.REPEATS, stages.repeat_regions, "regions"),
         ):
             for rel in kinds[kind]:
                 count += 1
@@ -121,8 +121,8 @@ def _job(inv: evidence.Inventory, trace: str, policy: str, kind: str) -> stages.
     current = protocol.Protocol(
         dt.date.fromisoformat(rendered["fixed"]), rendered["title"], rendered["parameters"], ()
     )
-    spec = plan.job_spec(current, layout.LISTS[kind], policy)
-    baseline = stages.read_output(layout.baseline(trace, inv.results))
+    spec = plan.job_spec(current, paths.LISTS[kind], policy)
+    baseline = stages.read_output(paths.baseline(trace, inv.results))
     return ReplayJob(
         trace, policy, spec, rendered["version"], baseline, Path(), Path(), inv.results, inv.records
     )
@@ -166,8 +166,8 @@ class Replay:
 def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     version = inv.rendered["version"]
     found = holes.Evidence(
-        edges=stages.by_series(_of_kind(inv, layout.EDGES), "edges"),
-        repeats=stages.by_series(_of_kind(inv, layout.REPEATS), "regions"),
+        edges=stages.by_series(_of_kind(inv, paths.EDGES), "edges"),
+        repeats=stages.by_series(_of_kind(inv, paths.REPEATS), "regions"),
         protocol_version=version,
     )
     derived = holes.table_rows(rows, found)
@@ -181,7 +181,7 @@ def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Pr
 
 
 def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    checked = holes.read_rows(layout.table("crosscheck", root=inv.results))
+    checked = holes.read_rows(paths.table("crosscheck", root=inv.results))
     found = paper.reproduce(rows, paper.load(), checked)
     derived = paper.table(found).to_pylist()
     return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
@@ -190,7 +190,7 @@ def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem
 def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     """The maps table and its holes table, tabulated again from the merged maps (when any
     map or maps table is on disk: the maps are optional)."""
-    if not inv.maps and not layout.table("maps", root=inv.results).exists():
+    if not inv.maps and not paths.table("maps", root=inv.results).exists():
         return 0, []
     found = [maps.read(inv.results / rel) for rel in sorted(inv.maps)]
     series, found_holes = maptables.tabulate(found, rows)
@@ -210,13 +210,13 @@ def _paper_key(row: dict) -> tuple:
 
 def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
     try:
-        stated = holes.read_rows(layout.table("crosscheck", root=inv.results))
+        stated = holes.read_rows(paths.table("crosscheck", root=inv.results))
     except UserError as exc:
-        return 1, [(layout.table("crosscheck", root=""), str(exc))]
-    repeats = stages.by_series(_of_kind(inv, layout.REPEATS), "regions")
+        return 1, [(paths.table("crosscheck", root=""), str(exc))]
+    repeats = stages.by_series(_of_kind(inv, paths.REPEATS), "regions")
     traces = {row["trace"] for row in rows}
     computes = {
-        t: stages.read_output(layout.baseline(t, inv.results))["model_compute"] for t in traces
+        t: stages.read_output(paths.baseline(t, inv.results))["model_compute"] for t in traces
     }
     points = stages.crosscheck_points(
         rows, repeats, crosscheck.policies(inv.rendered), computes, paper.simrd_points(paper.load())
@@ -266,24 +266,24 @@ def _rows(
 ) -> tuple[int, list[Problem]]:
     """A stated Parquet table's rows against those derived from the records."""
     try:
-        stated = holes.read_rows(layout.table(name, root=inv.results))
+        stated = holes.read_rows(paths.table(name, root=inv.results))
     except UserError as exc:
-        return 1, [(layout.table(name, root=""), f"unreadable ({exc})")]
-    return len(stated), _compare_rows(layout.table(name, root=""), stated, derived, key)
+        return 1, [(paths.table(name, root=""), f"unreadable ({exc})")]
+    return len(stated), _compare_rows(paths.table(name, root=""), stated, derived, key)
 
 
 def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Problem]:
     """A stated Markdown table against the text derived from the records, but for its first
     `skip_lines` lines."""
     try:
-        markdown = layout.table(name, "md", inv.results).read_text(encoding="utf-8")
+        markdown = paths.table(name, "md", inv.results).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [(layout.table(name, "md", ""), f"unreadable ({exc})")]
+        return [(paths.table(name, "md", ""), f"unreadable ({exc})")]
     lines = list(zip(markdown.splitlines(), text.splitlines(), strict=False))[skip_lines:]
     bad = next((i for i, (a, b) in enumerate(lines, skip_lines + 1) if a != b), None)
     if bad is None and len(markdown.splitlines()) == len(text.splitlines()):
         return []
-    where = layout.table(name, "md", "") + (f" line {bad}" if bad else "")
+    where = paths.table(name, "md", "") + (f" line {bad}" if bad else "")
     return [(where, "differs from the table the records give")]
 
 

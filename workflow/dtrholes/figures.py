@@ -18,8 +18,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dtrholes import files, plan  # noqa: E402
-from dtrholes.layout import figure_name  # noqa: E402
 from dtrholes.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
+from dtrholes.paths import figure_name  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
     "ok": ("completed", "#1b9e77", "o"),

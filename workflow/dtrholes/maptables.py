@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dtrholes import files, holes, layout, maps
+from dtrholes import files, holes, maps, paths
 from dtrholes.maps import Hole, Map
 
 LISTED = 200  # holes listed in the Markdown table; the Parquet table has all of them
 # The sampled stages, added one at a time: which holes each sampling would have seen.
 SAMPLINGS = (
-    ("grid", (layout.STAGE_A,)),
-    ("stage_c", (layout.STAGE_A, layout.STAGE_C)),
-    ("stage_b", (layout.STAGE_A, layout.STAGE_B, layout.STAGE_C)),
+    ("grid", (paths.STAGE_A,)),
+    ("stage_c", (paths.STAGE_A, paths.STAGE_C)),
+    ("stage_b", (paths.STAGE_A, paths.STAGE_B, paths.STAGE_C)),
 )
 
 

@@ -2,24 +2,24 @@
 # merged maps (before the maps table) and the explanations.
 rule audit_results:
     input:
-        records=layout.records_table(),
+        records=paths.records_table(),
         tables=expand(
-            layout.table("{name}", "{ext}"), name=layout.TABLES, ext=("md", "parquet")
+            paths.table("{name}", "{ext}"), name=paths.TABLES, ext=("md", "parquet")
         ),
         protocol=protocol_render(),
         maps=map_targets(),
-        explanations=series_outputs(layout.EXPLANATIONS),
+        explanations=series_outputs(paths.EXPLANATIONS),
         archive="data/dtr-logs.zip",
     output:
         markdown=report(
-            layout.audit_report("md"), caption="../report/audit.rst", category="Audit"
+            paths.audit_report("md"), caption="../report/audit.rst", category="Audit"
         ),
-        json=layout.audit_report("json"),
-        evidence=layout.evidence_table(),
+        json=paths.audit_report("json"),
+        evidence=paths.evidence_table(),
     log:
-        layout.log("audit_results"),
+        paths.log("audit_results"),
     benchmark:
-        layout.benchmark("audit_results")
+        paths.benchmark("audit_results")
     threads: config["audit_workers"]
     params:
         sheet=config["trace_sheet"],

@@ -2,11 +2,11 @@ rule baseline_trace:
     input:
         archive="data/dtr-logs.zip",
     output:
-        layout.baseline(),
+        paths.baseline(),
     log:
-        layout.log("baseline/{trace}"),
+        paths.log("baseline/{trace}"),
     benchmark:
-        layout.benchmark("baseline/{trace}")
+        paths.benchmark("baseline/{trace}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
@@ -19,11 +19,11 @@ rule rank_storages:
     input:
         archive="data/dtr-logs.zip",
     output:
-        layout.ranking(),
+        paths.ranking(),
     log:
-        layout.log("centrality/{trace}-{digest}-{seed}"),
+        paths.log("centrality/{trace}-{digest}-{seed}"),
     benchmark:
-        layout.benchmark("centrality/{trace}-{digest}-{seed}")
+        paths.benchmark("centrality/{trace}-{digest}-{seed}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],

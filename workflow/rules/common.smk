@@ -1,5 +1,5 @@
 # Small helpers shared by the stages: validated config, the protocol, each job's protocol values.
-# Every path comes from dtrholes.layout (with no arguments, a path function gives its pattern).
+# Every path comes from dtrholes.paths (with no arguments, a path function gives its pattern).
 import json
 import os
 import sys
@@ -7,7 +7,7 @@ import sys
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
 
-from dtrholes import centrality, crosscheck, layout, maps, paper, plan, settings, stages
+from dtrholes import centrality, crosscheck, maps, paper, paths, plan, settings, stages
 from simulator import UserError
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
@@ -27,7 +27,7 @@ TRACES = list(SETTINGS.traces)
 POLICIES = list(SETTINGS.policies)
 # The protocol's stages that run points: sampled (A, C, then B) and fixed (development and
 # confirmation), each by the name its records carry, keyed by its name in paths.
-STAGES = {layout.stage_key(s): s for s in layout.stages(PARAMS)}
+STAGES = {paths.stage_key(s): s for s in paths.stages(PARAMS)}
 SHA256 = {entry.name: entry.sha256 for entry in SETTINGS.entries}
 SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
 PUBLISHED = paper.PUBLISHED  # the study's published results, as data
@@ -75,7 +75,7 @@ def explain_spec(wildcards):
 
 def stage_points(stage, trace, policy):
     """The points a stage asks of a trace × policy (Stage B: after the trace's plan)."""
-    if stage != layout.STAGE_B:
+    if stage != paths.STAGE_B:
         return plan.stage_points(PARAMS, stage, trace, policy, BROAD)
     frozen = plan.stage_policies(PARAMS, stage, BROAD)
     if trace not in plan.sampled_traces(PARAMS, BROAD) or policy not in frozen:
@@ -89,7 +89,7 @@ def stage_outputs(stage, trace, policy):
     """The job outputs of one stage on one trace × policy."""
     points = stage_points(stage, trace, policy)
     jobs = plan.job_count(points, config["points_per_job"]) if points else 0
-    return [layout.sweep_job(stage, trace, policy, job) for job in range(jobs)]
+    return [paths.sweep_job(stage, trace, policy, job) for job in range(jobs)]
 
 
 def sampled_outputs(traces=TRACES, policies=POLICIES, stages=STAGES.values()):
@@ -107,9 +107,9 @@ def sampled_outputs(traces=TRACES, policies=POLICIES, stages=STAGES.values()):
 def unrefined_outputs(wildcards):
     """The Stage A and C outputs that Stage B's trigger reads on a trace: its policies'."""
     trigger = [
-        p for p in POLICIES if p in plan.stage_policies(PARAMS, layout.STAGE_B, BROAD)
+        p for p in POLICIES if p in plan.stage_policies(PARAMS, paths.STAGE_B, BROAD)
     ]
-    return sampled_outputs([wildcards.trace], trigger, (layout.STAGE_A, layout.STAGE_C))
+    return sampled_outputs([wildcards.trace], trigger, (paths.STAGE_A, paths.STAGE_C))
 
 
 def series_jobs(wildcards):
@@ -122,7 +122,7 @@ def series_jobs(wildcards):
 
 def has_series(trace, policy):
     """Whether a trace × policy has samples (Stage B refines only where Stage A ran)."""
-    return any(stage_points(s, trace, policy) for s in layout.planned(PARAMS))
+    return any(stage_points(s, trace, policy) for s in paths.planned(PARAMS))
 
 
 SERIES = [(t, p) for t in TRACES for p in POLICIES if has_series(t, p)]
@@ -139,7 +139,7 @@ def ranking_input(wildcards):
         return []
     return str(
         centrality.cache_path(
-            layout.RESULTS, wildcards.trace, SHA256[wildcards.trace], seed
+            paths.RESULTS, wildcards.trace, SHA256[wildcards.trace], seed
         )
     )
 
@@ -159,9 +159,9 @@ def all_sampled_outputs(wildcards):
 def refine_input(wildcards):
     """Stage B jobs come after the trace's plan, but a new plan reruns only the jobs whose
     points it changes (their `points` parameter), hence `ancient`."""
-    if STAGES[wildcards.stage] != layout.STAGE_B:
+    if STAGES[wildcards.stage] != paths.STAGE_B:
         return []
-    return ancient(layout.refinement_plan(wildcards.trace))
+    return ancient(paths.refinement_plan(wildcards.trace))
 
 
 def study_input():
@@ -176,9 +176,9 @@ def study_option():
 
 # Per trace × policy stages and the protocol section that switches each on.
 SERIES_STAGES = {
-    layout.EDGES: "edges",
-    layout.REPEATS: "confirmation",
-    layout.EXPLANATIONS: "explain",
+    paths.EDGES: "edges",
+    paths.REPEATS: "confirmation",
+    paths.EXPLANATIONS: "explain",
 }
 
 
@@ -186,7 +186,7 @@ def series_outputs(kind):
     """The outputs of one per trace × policy stage, if the protocol has that stage."""
     if SERIES_STAGES[kind] not in PARAMS:
         return []
-    return [layout.series(kind, t, p) for t, p in SERIES]
+    return [paths.series(kind, t, p) for t, p in SERIES]
 
 
 def trace_series_jobs(wildcards):
@@ -224,7 +224,7 @@ def map_chunks(wildcards):
         map_ranges(wildcards.trace, wildcards.policy), config["map_chunks"]
     )
     return [
-        layout.map_chunk(wildcards.trace, wildcards.policy, c.first, c.last)
+        paths.map_chunk(wildcards.trace, wildcards.policy, c.first, c.last)
         for _, c in chunks
     ]
 
@@ -248,11 +248,11 @@ def mapped():
 
 def map_outputs():
     """Every mapped trace × policy's merged map."""
-    return [layout.merged_map(t, p) for t in mapped() for p in POLICIES]
+    return [paths.merged_map(t, p) for t in mapped() for p in POLICIES]
 
 
 def trace_maps(wildcards):
-    return [layout.merged_map(wildcards.trace, p) for p in POLICIES]
+    return [paths.merged_map(wildcards.trace, p) for p in POLICIES]
 
 
 def published_files():
@@ -260,7 +260,7 @@ def published_files():
 
 
 def protocol_render():
-    return layout.protocol_render(PROTOCOL.version)
+    return paths.protocol_render(PROTOCOL.version)
 
 
 FIGURES = ("cliffs", "overhead")
@@ -273,7 +273,7 @@ def figure1_traces():
 
 
 def figure1_baselines():
-    return [layout.baseline(t) for t in figure1_traces()]
+    return [paths.baseline(t) for t in figure1_traces()]
 
 
 def figure1_option():
@@ -284,24 +284,24 @@ def figure_outputs():
     """Every figure's PDF: per trace, per trace × policy (zooms), and Figure 1 if it has a
     trace."""
     return [
-        *(layout.figure(kind, t) + ".pdf" for kind in FIGURES for t in FIGURED),
-        *(layout.figure("zoom", t, p) + ".pdf" for t, p in SERIES),
+        *(paths.figure(kind, t) + ".pdf" for kind in FIGURES for t in FIGURED),
+        *(paths.figure("zoom", t, p) + ".pdf" for t, p in SERIES),
         *([figure1() + ".pdf"] if figure1_traces() else []),
     ]
 
 
 def figure1():
-    return layout.figure("figure1", paper.FIGURE1_POLICY)
+    return paths.figure("figure1", paper.FIGURE1_POLICY)
 
 
 def all_outputs():
     return [
-        layout.records_table(),
-        *(layout.table(name, "md") for name in layout.TABLES),
-        layout.audit_report("md"),
+        paths.records_table(),
+        *(paths.table(name, "md") for name in paths.TABLES),
+        paths.audit_report("md"),
         protocol_render(),
         *figure_outputs(),
-        *series_outputs(layout.EXPLANATIONS),
+        *series_outputs(paths.EXPLANATIONS),
         *map_targets(),
     ]
 
@@ -311,8 +311,8 @@ def map_targets():
     if not mapped():
         return []
     return [
-        layout.table("maps", "md"),
-        *(layout.figure("maps", t) + ".pdf" for t in mapped()),
+        paths.table("maps", "md"),
+        *(paths.figure("maps", t) + ".pdf" for t in mapped()),
     ]
 
 

@@ -1,21 +1,21 @@
 rule crosscheck_simrd:
     input:
-        records=layout.records_table(),
-        repeats=series_outputs(layout.REPEATS),
-        baselines=expand(layout.baseline(), trace=TRACES),
+        records=paths.records_table(),
+        repeats=series_outputs(paths.REPEATS),
+        baselines=expand(paths.baseline(), trace=TRACES),
         protocol=protocol_render(),
         archive="data/dtr-logs.zip",
     output:
-        table=layout.table("crosscheck"),
+        table=paths.table("crosscheck"),
         markdown=report(
-            layout.table("crosscheck", "md"),
+            paths.table("crosscheck", "md"),
             caption="../report/crosscheck.rst",
             category="Cross-check",
         ),
     log:
-        layout.log("crosscheck_simrd"),
+        paths.log("crosscheck_simrd"),
     benchmark:
-        layout.benchmark("crosscheck_simrd")
+        paths.benchmark("crosscheck_simrd")
     params:
         sheet=config["trace_sheet"],
         simrd=simrd_option(),

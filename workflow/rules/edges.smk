@@ -2,15 +2,15 @@ rule find_edges:
     input:
         series_jobs,
     output:
-        layout.series(layout.EDGES),
+        paths.series(paths.EDGES),
     log:
-        layout.log("edges/{trace}/{policy}"),
+        paths.log("edges/{trace}/{policy}"),
     benchmark:
-        layout.benchmark("edges/{trace}/{policy}")
+        paths.benchmark("edges/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline=layout.baseline(),
+        baseline=paths.baseline(),
         protocol=config["protocol"],
         spec=edge_spec,
     shell:

@@ -1,24 +1,24 @@
 rule explain_regions:
     input:
         jobs=series_jobs,
-        repeats=layout.series(layout.REPEATS),
+        repeats=paths.series(paths.REPEATS),
         ranking=ranking_input,
     output:
         report(
-            directory(layout.series(layout.EXPLANATIONS)),
+            directory(paths.series(paths.EXPLANATIONS)),
             patterns=["{name}.png"],
             caption="../report/explain.rst",
             category="Explanations",
             subcategory="{trace}",
         ),
     log:
-        layout.log("explain/{trace}/{policy}"),
+        paths.log("explain/{trace}/{policy}"),
     benchmark:
-        layout.benchmark("explain/{trace}/{policy}")
+        paths.benchmark("explain/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline=layout.baseline(),
+        baseline=paths.baseline(),
         protocol=config["protocol"],
         spec=explain_spec,
     shell:

@@ -1,23 +1,23 @@
 rule plot_trace:
     input:
-        records=layout.records_table(),
-        holes=layout.table("holes"),
-        baseline=layout.baseline(),
+        records=paths.records_table(),
+        holes=paths.table("holes"),
+        baseline=paths.baseline(),
     output:
         report(
-            multiext(layout.figure("cliffs", "{trace}"), ".png", ".pdf"),
+            multiext(paths.figure("cliffs", "{trace}"), ".png", ".pdf"),
             caption="../report/cliffs.rst",
             category="Figures",
             subcategory="{trace}",
         ),
         report(
-            multiext(layout.figure("overhead", "{trace}"), ".png", ".pdf"),
+            multiext(paths.figure("overhead", "{trace}"), ".png", ".pdf"),
             caption="../report/overhead.rst",
             category="Figures",
             subcategory="{trace}",
         ),
     log:
-        layout.log("figures/{trace}"),
+        paths.log("figures/{trace}"),
     shell:
         "{DTR_HOLES} figures --trace {wildcards.trace} --records {input.records}"
         " --holes {input.holes} --baseline {input.baseline} --out results/figures > {log} 2>&1"
@@ -25,19 +25,19 @@ rule plot_trace:
 
 rule plot_zoom:
     input:
-        records=layout.records_table(),
-        holes=layout.table("holes"),
-        baseline=layout.baseline(),
+        records=paths.records_table(),
+        holes=paths.table("holes"),
+        baseline=paths.baseline(),
     output:
         report(
-            multiext(layout.figure("zoom", "{trace}", "{policy}"), ".png", ".pdf"),
+            multiext(paths.figure("zoom", "{trace}", "{policy}"), ".png", ".pdf"),
             caption="../report/zoom.rst",
             category="Figures",
             subcategory="{trace}",
         ),
-        table=layout.figure("zoom", "{trace}", "{policy}") + ".md",
+        table=paths.figure("zoom", "{trace}", "{policy}") + ".md",
     log:
-        layout.log("figures/zoom-{trace}-{policy}"),
+        paths.log("figures/zoom-{trace}-{policy}"),
     shell:
         "{DTR_HOLES} zoom --trace {wildcards.trace} --policy {wildcards.policy}"
         " --records {input.records} --holes {input.holes} --baseline {input.baseline}"
@@ -46,8 +46,8 @@ rule plot_zoom:
 
 rule plot_figure1:
     input:
-        records=layout.records_table(),
-        holes=layout.table("holes"),
+        records=paths.records_table(),
+        holes=paths.table("holes"),
         baselines=figure1_baselines(),
     output:
         report(
@@ -56,7 +56,7 @@ rule plot_figure1:
             category="Figures",
         ),
     log:
-        layout.log("figures/figure1-dtr"),
+        paths.log("figures/figure1-dtr"),
     params:
         baselines=figure1_option(),
     shell:

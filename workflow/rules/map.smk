@@ -2,12 +2,12 @@ checkpoint plan_maps:
     input:
         trace_series_jobs,
     output:
-        layout.map_plan(),
+        paths.map_plan(),
     log:
-        layout.log("plan_maps/{trace}"),
+        paths.log("plan_maps/{trace}"),
     priority: trace_priority
     params:
-        baseline=layout.baseline(),
+        baseline=paths.baseline(),
         spec=spec("map-plan"),
         whole=whole_option,
     shell:
@@ -18,15 +18,15 @@ checkpoint plan_maps:
 
 rule map_chunk:
     input:
-        plan=ancient(layout.map_plan()),
-        baseline=layout.baseline(),
+        plan=ancient(paths.map_plan()),
+        baseline=paths.baseline(),
         archive="data/dtr-logs.zip",
     output:
-        layout.map_chunk(),
+        paths.map_chunk(),
     log:
-        layout.log("maps/{trace}/{policy}/{first}-{last}"),
+        paths.log("maps/{trace}/{policy}/{first}-{last}"),
     benchmark:
-        layout.benchmark("maps/{trace}/{policy}/{first}-{last}")
+        paths.benchmark("maps/{trace}/{policy}/{first}-{last}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
@@ -44,12 +44,12 @@ rule merge_map:
     input:
         map_chunks,
     output:
-        layout.merged_map(),
+        paths.merged_map(),
     log:
-        layout.log("merge_map/{trace}/{policy}"),
+        paths.log("merge_map/{trace}/{policy}"),
     priority: trace_priority
     params:
-        baseline=layout.baseline(),
+        baseline=paths.baseline(),
     shell:
         "{DTR_HOLES} map-merge --trace {wildcards.trace} --policy {wildcards.policy}"
         " --baseline {params.baseline} --maps {input} --out {output} > {log} 2>&1"
@@ -57,18 +57,18 @@ rule merge_map:
 
 rule tabulate_maps:
     input:
-        records=layout.records_table(),
+        records=paths.records_table(),
         maps=map_outputs(),
     output:
-        table=layout.table("maps"),
-        holes=layout.table("map-holes"),
+        table=paths.table("maps"),
+        holes=paths.table("map-holes"),
         markdown=report(
-            layout.table("maps", "md"),
+            paths.table("maps", "md"),
             caption="../report/maps.rst",
             category="Holes",
         ),
     log:
-        layout.log("tabulate_maps"),
+        paths.log("tabulate_maps"),
     shell:
         "{DTR_HOLES} map-table --maps {input.maps} --records {input.records}"
         " --out {output.table} --holes {output.holes} --markdown {output.markdown} > {log} 2>&1"
@@ -79,13 +79,13 @@ rule plot_maps:
         trace_maps,
     output:
         report(
-            multiext(layout.figure("maps", "{trace}"), ".png", ".pdf"),
+            multiext(paths.figure("maps", "{trace}"), ".png", ".pdf"),
             caption="../report/maps-figure.rst",
             category="Figures",
             subcategory="{trace}",
         ),
     log:
-        layout.log("figures/maps-{trace}"),
+        paths.log("figures/maps-{trace}"),
     shell:
         "{DTR_HOLES} map-figure --trace {wildcards.trace} --maps {input}"
         " --out results/figures/maps-{wildcards.trace} > {log} 2>&1"

@@ -1,8 +1,8 @@
 rule render_protocol:
     output:
-        layout.protocol_render(),
+        paths.protocol_render(),
     log:
-        layout.log("render_protocol/{version}"),
+        paths.log("render_protocol/{version}"),
     params:
         protocol=config["protocol"],
     shell:

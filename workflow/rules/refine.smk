@@ -3,9 +3,9 @@ checkpoint plan_refinement:
         jobs=unrefined_outputs,
         study=study_input(),
     output:
-        layout.refinement_plan(),
+        paths.refinement_plan(),
     log:
-        layout.log("plan_refinement/{trace}"),
+        paths.log("plan_refinement/{trace}"),
     priority: trace_priority
     params:
         spec=spec("refine"),

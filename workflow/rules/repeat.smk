@@ -2,15 +2,15 @@ rule repeat_regions:
     input:
         series_jobs,
     output:
-        layout.series(layout.REPEATS),
+        paths.series(paths.REPEATS),
     log:
-        layout.log("repeats/{trace}/{policy}"),
+        paths.log("repeats/{trace}/{policy}"),
     benchmark:
-        layout.benchmark("repeats/{trace}/{policy}")
+        paths.benchmark("repeats/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline=layout.baseline(),
+        baseline=paths.baseline(),
         protocol=config["protocol"],
         spec=repeat_spec,
     shell:

@@ -2,14 +2,14 @@ rule sweep_stage:
     input:
         refine=refine_input,
         ranking=ranking_input,
-        baseline=layout.baseline(),
+        baseline=paths.baseline(),
         archive="data/dtr-logs.zip",
     output:
-        layout.sweep_job(),
+        paths.sweep_job(),
     log:
-        layout.log("stage_{stage}/{trace}/{policy}/job{job}"),
+        paths.log("stage_{stage}/{trace}/{policy}/job{job}"),
     benchmark:
-        layout.benchmark("stage_{stage}/{trace}/{policy}/job{job}")
+        paths.benchmark("stage_{stage}/{trace}/{policy}/job{job}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
@@ -27,11 +27,11 @@ rule sweep_stage:
 rule gather_records:
     input:
         all_sampled_outputs,
-        series_outputs(layout.EDGES),
-        series_outputs(layout.REPEATS),
+        series_outputs(paths.EDGES),
+        series_outputs(paths.REPEATS),
     output:
-        layout.records_table(),
+        paths.records_table(),
     log:
-        layout.log("gather_records"),
+        paths.log("gather_records"),
     shell:
         "{DTR_HOLES} gather --jobs {input} --results results --out {output} > {log} 2>&1"

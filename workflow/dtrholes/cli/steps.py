@@ -18,10 +18,10 @@ from dtrholes import (
     fetch,
     files,
     holes,
-    layout,
     maps,
     maptables,
     paper,
+    paths,
     plan,
     protocol,
     records,
@@ -93,7 +93,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    known = list(layout.stages(protocol.load(args.protocol).parameters))
+    known = list(paths.stages(protocol.load(args.protocol).parameters))
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = shared.job(args, args.stage)
@@ -113,7 +113,7 @@ def _add_refine(sub: argparse._SubParsersAction) -> None:
 
 
 def _refine(args: argparse.Namespace) -> None:
-    listed = stages.listed_records(args.jobs, layout.records(args.results))
+    listed = stages.listed_records(args.jobs, paths.records(args.results))
     params = plan.parameters(args.spec)
     study = plan.study_refined(args.study, args.trace) if args.study else []
     intervals = plan.refine_intervals(params, stages.refinement_samples(listed), study)
@@ -134,7 +134,7 @@ def _add_edges(sub: argparse._SubParsersAction) -> None:
 
 
 def _edges(args: argparse.Namespace) -> None:
-    job = shared.job(args, layout.EDGE)
+    job = shared.job(args, paths.EDGE)
     found, run_ids = stages.find_edges(job, stages.listed_records(args.jobs, job.records))
     files.write_json(args.out, {"edges": found, **stages.listing(run_ids, job.records)})
     print(f"{args.trace} {args.policy}: {len(found)} edges, {len(run_ids)} runs")
@@ -145,7 +145,7 @@ def _add_repeat(sub: argparse._SubParsersAction) -> None:
 
 
 def _repeat(args: argparse.Namespace) -> None:
-    job = shared.job(args, layout.REPEAT)
+    job = shared.job(args, paths.REPEAT)
     regions, run_ids = stages.repeat_regions(job, stages.listed_records(args.jobs, job.records))
     files.write_json(args.out, {"regions": regions, **stages.listing(run_ids, job.records)})
     for region in regions:
@@ -167,7 +167,7 @@ def _add_explain_regions(sub: argparse._SubParsersAction) -> None:
 
 
 def _explain_regions(args: argparse.Namespace) -> None:
-    job = shared.job(args, layout.EXPLAIN)
+    job = shared.job(args, paths.EXPLAIN)
     regions = json.loads(args.repeats.read_text(encoding="utf-8"))["regions"]
     found = stages.explain_regions(job, stages.listed_records(args.jobs, job.records), regions)
     shared.write_explanations(found, args.out, (".png",))  # their PDFs took a tenth of the job
@@ -183,7 +183,7 @@ def _add_gather(sub: argparse._SubParsersAction) -> None:
 
 
 def _gather(args: argparse.Namespace) -> None:
-    listed = stages.listed_records(args.jobs, layout.records(args.results))
+    listed = stages.listed_records(args.jobs, paths.records(args.results))
     jobs = [os.path.relpath(p, args.results) for p in args.jobs]
     print(f"{records.gather(listed, args.out, jobs)} records")
 
@@ -269,7 +269,7 @@ def _crosscheck(args: argparse.Namespace) -> None:
         {b["trace"]: b["model_compute"] for b in baselines},
         paper.simrd_points(paper.load()),
     )
-    work = layout.crosscheck_work(args.results)
+    work = paths.crosscheck_work(args.results)
     source = crosscheck.locate_simrd(args.simrd, work) if args.simrd else None
     checked = []
     for i, point in enumerate(points, 1):
@@ -355,7 +355,7 @@ def _add_map_plan(sub: argparse._SubParsersAction) -> None:
 
 
 def _map_plan(args: argparse.Namespace) -> None:
-    listed = stages.listed_records(args.jobs, layout.records(args.results))
+    listed = stages.listed_records(args.jobs, paths.records(args.results))
     by_policy: dict[str, list[dict]] = {}
     for record in listed:
         by_policy.setdefault(record["policy"]["name"], []).append(record)
@@ -378,7 +378,7 @@ def _add_map_chunk(sub: argparse._SubParsersAction) -> None:
 
 
 def _map_chunk(args: argparse.Namespace) -> None:
-    job = shared.job(args, layout.MAP)
+    job = shared.job(args, paths.MAP)
     span = maps.Span(args.first, args.last)
     m = stages.map_span(job, span, args.chunk, shared.progress(args.chunk, span))
     maps.write(m, args.out)

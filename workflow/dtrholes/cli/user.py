@@ -17,9 +17,9 @@ from dtrholes import (
     explain,
     fetch,
     files,
-    layout,
     maps,
     maptables,
+    paths,
     plan,
     protocol,
     stages,
@@ -227,7 +227,7 @@ def _add_protocol(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--baselines",
         type=Path,
-        default=Path(layout.baselines()),
+        default=Path(paths.baselines()),
         help="points: the pipeline's baselines (peaks); a trace without one is replayed",
     )
     p.set_defaults(run=_protocol)
@@ -252,7 +252,7 @@ def _points(args: argparse.Namespace, params: dict) -> None:
     """The planned points of the stages that do not depend on outcomes, as CSV."""
     wanted = {"stage": args.stage, "trace": args.trace, "policy": args.policy}
     known = {
-        "stage": list(layout.planned(params)),
+        "stage": list(paths.planned(params)),
         "trace": [t for role in params["traces"].values() for t in role],
         "policy": list(params["policies"]),
     }
@@ -284,9 +284,7 @@ def _peak(trace: str, baselines: Path) -> int:
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="check that every claim in the results is backed by records")
-    p.add_argument(
-        "results", nargs="?", type=Path, default=Path(layout.RESULTS), help="results dir"
-    )
+    p.add_argument("results", nargs="?", type=Path, default=Path(paths.RESULTS), help="results dir")
     p.add_argument("--data", type=Path, default=None, help="data directory with the archive")
     p.add_argument(
         "--protocol", type=Path, default=None, help="rendered protocol (default: the latest)"
@@ -330,9 +328,9 @@ def _audit(args: argparse.Namespace) -> int:
     report = audit.run(options, time.perf_counter, print)
     audit.write(
         report,
-        args.markdown or layout.audit_report("md", args.results),
-        args.json or layout.audit_report("json", args.results),
-        args.evidence or layout.evidence_table(args.results),
+        args.markdown or paths.audit_report("md", args.results),
+        args.json or paths.audit_report("json", args.results),
+        args.evidence or paths.evidence_table(args.results),
     )
     print(f"audit {'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s")
     return 0 if report.passed else 1

@@ -1,4 +1,5 @@
-"""The results directory's layout and the stages' names, for the rules and the code alike."""
+"""The results directory: every path the pipeline writes and the stages' names, for the rules
+and the code alike."""
 
 from __future__ import annotations
 
