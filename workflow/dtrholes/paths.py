@@ -1,5 +1,4 @@
-"""The results directory: every path the pipeline writes and the stages' names, for the rules
-and the code alike."""
+"""Every path the pipeline writes under results/ and the stages' names, for rules and code alike."""
 
 from __future__ import annotations
 

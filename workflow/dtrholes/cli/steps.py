@@ -1,5 +1,4 @@
-"""The pipeline's steps, one command per kind of job the rules run, each parser beside its
-handler."""
+"""The pipeline's steps: one command per kind of job the rules run, each parser by its handler."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The commands for users: simulate, explain, map, edge, protocol and audit, each parser beside
-its handler."""
+"""The commands for users (simulate, explain, map, edge, protocol, audit), parsers by handlers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Every claim of the results derived again from the records: the records table, the edges and
-repeats (their jobs replayed from the records, nothing executed) and the tables."""
+"""The claims check: the records table, edges, repeats and tables derived again from the records."""
 
 from __future__ import annotations
 
@@ -24,34 +23,40 @@ from dtrholes import (
     records,
     stages,
 )
+from dtrholes.audit.context import Check, Context, Failure
 from simulator import Result, UserError
 
-Problem = tuple[str, str]  # where (a record, job output or table row) and what differs
 RECORDS = paths.records_table(root="")  # the records table, as failures name it
 
 
-def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
+def check_claims(ctx: Context) -> Check:
     """How many rows and job outputs were derived again, and every one that differs."""
-    problems = list(inv.unreadable.items())
+    inv = ctx.inv
+    failures = [_fail(where, message) for where, message in inv.unreadable.items()]
     count = 0
     rows = records.table(inv.current()).to_pylist()
     parts = (_records_table, _job_replays, _holes, _comparison, _crosscheck, _paper, _maps)
     for part in parts:
         checked, found = _guarded(part, inv, rows)
         count += checked
-        problems += found
-    return count, problems
+        failures += found
+    return Check("claims", count, tuple(failures))
+
+
+def _fail(where: str, message: str) -> Failure:
+    """A claim that differs: where (a record, job output or table row) and how."""
+    return Failure("claims", where, message)
 
 
 def _guarded(
     part: Callable, inv: evidence.Inventory, rows: list[dict]
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, list[Failure]]:
     """A part of the claims check; an error it meets (a disagreeing repeat, a damaged job
     output) is a failure of the check, not of the audit."""
     try:
         return part(inv, rows)
     except (UserError, OSError, ValueError, KeyError, TypeError) as exc:
-        return 1, [(PARTS[part.__name__], f"cannot be derived again: {exc}")]
+        return 1, [_fail(PARTS[part.__name__], f"cannot be derived again: {exc}")]
 
 
 PARTS = {
@@ -65,13 +70,13 @@ PARTS = {
 }
 
 
-def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     try:
         stated = holes.read_rows(paths.records_table(inv.results))
     except UserError as exc:
-        return 1, [(RECORDS, str(exc))]
+        return 1, [_fail(RECORDS, str(exc))]
     failures = _compare_rows(RECORDS, stated, rows, lambda r: r["run_id"], lambda k: f"record {k}")
-    return len(stated), [(where, f"{RECORDS}: {message}") for where, message in failures]
+    return len(stated), [_fail(f.where, f"{RECORDS}: {f.message}") for f in failures]
 
 
 def _by_kind(inv: evidence.Inventory) -> dict[tuple[str, str], dict[str, list[str]]]:
@@ -88,7 +93,7 @@ def _of_kind(inv: evidence.Inventory, kind: str) -> list[Path]:
     return [inv.results / rel for rel in inv.outputs if paths.listing(rel).kind == kind]
 
 
-def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     """Edges and repeats derived again by replaying their jobs from the records alone."""
     count, failures = 0, []
     for (trace, policy), kinds in sorted(_by_kind(inv).items()):
@@ -103,16 +108,16 @@ def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[P
     return count, failures
 
 
-def _replay(inv, rel, derive, key, job, series) -> list[Problem]:
+def _replay(inv, rel, derive, key, job, series) -> list[Failure]:
     try:
         found, run_ids = derive(job, series, progress=lambda _: None)
     except UserError as exc:
-        return [(rel, str(exc))]
+        return [_fail(rel, str(exc))]
     stated = stages.read_output(inv.results / rel)
     stated.pop(records.SHA256_KEY, None)  # the records check compares them with the files
     derived = json.loads(json.dumps({key: found, "run_ids": run_ids}))
     problem = diff(stated, derived)
-    return [(rel, f"replayed from the records, {problem}")] if problem else []
+    return [_fail(rel, f"replayed from the records, {problem}")] if problem else []
 
 
 def _job(inv: evidence.Inventory, trace: str, policy: str, kind: str) -> stages.Job:
@@ -163,7 +168,7 @@ class Replay:
         return (None if result is None else Result.from_dict(result)), False
 
 
-def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     version = inv.rendered["version"]
     found = holes.Evidence(
         edges=stages.by_series(_of_kind(inv, paths.EDGES), "edges"),
@@ -174,20 +179,20 @@ def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem
     return _table(inv, "holes", derived, holes.markdown(derived, version), _series_key)
 
 
-def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     derived = compare.compare(rows, compare.roles(inv.rendered), inv.rendered["version"])
     text = compare.markdown(derived, inv.rendered["version"])
     return _table(inv, "comparison", derived, text, _series_key)
 
 
-def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     checked = holes.read_rows(paths.table("crosscheck", root=inv.results))
     found = paper.reproduce(rows, paper.load(), checked)
     derived = paper.table(found).to_pylist()
     return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
 
 
-def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     """The maps table and its holes table, tabulated again from the merged maps (when any
     map or maps table is on disk: the maps are optional)."""
     if not inv.maps and not paths.table("maps", root=inv.results).exists():
@@ -208,11 +213,11 @@ def _paper_key(row: dict) -> tuple:
     return row["kind"], row["run_id"], row["row"], row["column"]
 
 
-def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     try:
         stated = holes.read_rows(paths.table("crosscheck", root=inv.results))
     except UserError as exc:
-        return 1, [(paths.table("crosscheck", root=""), str(exc))]
+        return 1, [_fail(paths.table("crosscheck", root=""), str(exc))]
     repeats = stages.by_series(_of_kind(inv, paths.REPEATS), "regions")
     traces = {row["trace"] for row in rows}
     computes = {
@@ -255,7 +260,7 @@ def _table(
     text: str,
     key: Callable[[dict], tuple],
     skip_lines: int = 0,
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, list[Failure]]:
     """A stated table (Parquet and Markdown) against the one derived from the records."""
     count, failures = _rows(inv, name, derived, key)
     return count, failures + _markdown(inv, name, text, skip_lines)
@@ -263,33 +268,33 @@ def _table(
 
 def _rows(
     inv: evidence.Inventory, name: str, derived: list[dict], key: Callable[[dict], tuple]
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, list[Failure]]:
     """A stated Parquet table's rows against those derived from the records."""
     try:
         stated = holes.read_rows(paths.table(name, root=inv.results))
     except UserError as exc:
-        return 1, [(paths.table(name, root=""), f"unreadable ({exc})")]
+        return 1, [_fail(paths.table(name, root=""), f"unreadable ({exc})")]
     return len(stated), _compare_rows(paths.table(name, root=""), stated, derived, key)
 
 
-def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Problem]:
+def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Failure]:
     """A stated Markdown table against the text derived from the records, but for its first
     `skip_lines` lines."""
     try:
         markdown = paths.table(name, "md", inv.results).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [(paths.table(name, "md", ""), f"unreadable ({exc})")]
+        return [_fail(paths.table(name, "md", ""), f"unreadable ({exc})")]
     lines = list(zip(markdown.splitlines(), text.splitlines(), strict=False))[skip_lines:]
     bad = next((i for i, (a, b) in enumerate(lines, skip_lines + 1) if a != b), None)
     if bad is None and len(markdown.splitlines()) == len(text.splitlines()):
         return []
     where = paths.table(name, "md", "") + (f" line {bad}" if bad else "")
-    return [(where, "differs from the table the records give")]
+    return [_fail(where, "differs from the table the records give")]
 
 
 def _compare_rows(
     name: str, stated: list[dict], derived: list[dict], key, where=None
-) -> list[Problem]:
+) -> list[Failure]:
     """Stated rows against derived ones, matched by `key`; `where` names a row's key."""
     where = where or (lambda k: f"{name} row {' × '.join(str(x) for x in k)}")
     mine = {key(r): r for r in derived}
@@ -303,9 +308,9 @@ def _compare_rows(
         else:
             problem = diff(theirs[k], mine[k])
         if problem:
-            failures.append((where(k), problem))
+            failures.append(_fail(where(k), problem))
     if len(stated) != len(theirs):
-        failures.append((name, f"{len(stated) - len(theirs)} duplicate rows"))
+        failures.append(_fail(name, f"{len(stated) - len(theirs)} duplicate rows"))
     return failures
 
 
