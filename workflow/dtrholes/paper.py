@@ -319,7 +319,7 @@ def restrict(published: Published, series: Iterable[tuple[str, str, str]]) -> Pu
         return (STAGES[p.stage], p.trace, REFERENCE if p.policy == SIMRD else p.policy) in ran
 
     def row(r: FinalRow) -> bool:
-        return {("A", r.trace, r.policy), ("A", r.trace, REFERENCE)} <= ran
+        return {(paths.STAGE_A, r.trace, r.policy), (paths.STAGE_A, r.trace, REFERENCE)} <= ran
 
     def region(r: Region) -> bool:
         stages = ("DEV",) if r.trace == DEV_TRACE else REGION_STAGES
