@@ -62,15 +62,15 @@ def sweep_spec(wildcards):
 
 
 def edge_spec(wildcards):
-    return spec("edge", wildcards.policy)
+    return spec(paths.EDGE, wildcards.policy)
 
 
 def repeat_spec(wildcards):
-    return spec("repeat", wildcards.policy)
+    return spec(paths.REPEAT, wildcards.policy)
 
 
 def explain_spec(wildcards):
-    return spec("explain", wildcards.policy)
+    return spec(paths.EXPLAIN, wildcards.policy)
 
 
 def stage_points(stage, trace, policy):
@@ -195,7 +195,7 @@ def trace_series_jobs(wildcards):
 
 
 def map_spec(wildcards):
-    return spec("map", wildcards.policy)
+    return spec(paths.MAP, wildcards.policy)
 
 
 def whole_option(wildcards):
