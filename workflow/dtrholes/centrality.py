@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes import files
+from dtrholes import files, paths
 from simulator import centrality, get_policy
 from simulator.trace import Trace
 
@@ -21,12 +21,12 @@ METHOD = (
 
 def default_results_dir() -> Path:
     """$DTR_HOLES_RESULTS, else the repository's results/."""
-    return Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parents[2] / "results")
+    return Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parents[2] / paths.RESULTS)
 
 
 def cache_path(results_dir: str | Path, name: str, sha256: str, seed: int) -> Path:
     """Where the betweenness of trace `name` (content `sha256`) under `seed` is cached."""
-    return Path(results_dir) / "centrality" / f"{name}-{sha256[:16]}-{seed}.parquet"
+    return paths.ranking(name, sha256[:16], seed, Path(results_dir))
 
 
 def load_betweenness(trace: Trace, seed: int, results_dir: Path | None = None) -> np.ndarray:

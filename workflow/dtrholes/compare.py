@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from dtrholes import holes, plan
+from dtrholes import holes, paths
 from dtrholes.holes import Sample
 
 REFERENCE = "dtr"
@@ -93,7 +93,7 @@ def compare(rows: list[dict], roles: dict[str, str], version: str) -> list[dict]
     stages the policy ran (a baseline's Stage A grid, as the study compared them)."""
     series: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
-        if row["stage"] in plan.SAMPLING:
+        if row["stage"] in paths.SAMPLED:
             series[row["trace"], row["policy"]].append(row)
     table = []
     for (trace, policy), found in sorted(series.items()):

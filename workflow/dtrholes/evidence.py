@@ -13,10 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes import files, maps, records, stages
+from dtrholes import files, maps, paths, records, stages
 from simulator import UserError
-
-JOB_GLOBS = ("stage_*/*/*/job*.json", "edges/*/*.json", "repeats/*/*.json")
 
 COLUMNS = (
     "run_id",
@@ -116,8 +114,8 @@ class Inventory:
 
 def inventory(results: Path, rendered: Path | None = None) -> Inventory:
     """Read a results directory; `rendered` defaults to the latest rendered protocol."""
-    renders = _renders(results / "protocol")
-    files = scan(results / "records")
+    renders = _renders(paths.protocol_renders(results))
+    files = scan(paths.records(results))
     canonical = {f.record["run_id"]: f.record for f in files if f.canonical}
     outputs, unreadable, stated = _outputs(results)
     current = stages.read_output(rendered) if rendered else latest(renders)
@@ -130,7 +128,7 @@ def map_runs(results: Path) -> tuple[dict[str, list[str]], dict[str, dict[str, s
     """Each merged map (relative path) -> the run ids of its tiles, and -> the sha256 it
     states of their record files; unreadable maps are the audit's maps check's to report."""
     runs, stated = {}, {}
-    for path in sorted(results.glob("maps/*/*.parquet")):
+    for path in sorted(results.glob(paths.MAP_GLOB)):
         rel = str(path.relative_to(results))
         try:
             runs[rel], stated[rel] = maps.listing(path)
@@ -152,23 +150,24 @@ def _renders(directory: Path) -> dict[str, dict]:
 def latest(renders: dict[str, dict]) -> dict:
     """The rendered protocol whose history extends every other's."""
     if not renders:
-        raise UserError("results/protocol", "at least one rendered protocol", "none")
+        raise UserError(paths.protocol_renders(), "at least one rendered protocol", "none")
     ordered = sorted(renders.values(), key=lambda r: len(r["history"]))
     ids = [a["id"] for a in ordered[-1]["history"]]
     if any([a["id"] for a in r["history"]] != ids[: len(r["history"])] for r in ordered):
-        raise UserError("results/protocol", "one latest rendered protocol", "diverging ones")
+        raise UserError(paths.protocol_renders(), "one latest rendered protocol", "diverging ones")
     return ordered[-1]
 
 
 def job_outputs(results: Path) -> list[str]:
     """The job outputs the records table was gathered from, else every one on disk."""
     try:
-        metadata = pq.read_schema(results / "records.parquet").metadata or {}
+        metadata = pq.read_schema(paths.records_table(results)).metadata or {}
     except (OSError, pa.ArrowException):
         metadata = {}
     if records.JOBS_KEY in metadata:
         return json.loads(metadata[records.JOBS_KEY])
-    return sorted(str(p.relative_to(results)) for g in JOB_GLOBS for p in results.glob(g))
+    found = (p for g in paths.JOB_GLOBS for p in results.glob(g))
+    return sorted(str(p.relative_to(results)) for p in found)
 
 
 def _outputs(results: Path) -> tuple[dict[str, list[str]], dict[str, str], dict]:
@@ -184,13 +183,6 @@ def _outputs(results: Path) -> tuple[dict[str, list[str]], dict[str, str], dict]
             continue
         stated[rel] = output.get(records.SHA256_KEY)
     return outputs, unreadable, stated
-
-
-def series_of(rel: str) -> tuple[str, str, str]:
-    """A job output's kind (stage_a, ..., edges, repeats), trace and policy."""
-    parts = Path(rel).parts
-    policy = parts[2] if parts[0].startswith("stage_") else Path(parts[2]).stem
-    return parts[0], parts[1], policy
 
 
 def rows(files: list[RecordFile], cited: dict[str, list[str]], version: str) -> list[dict]:

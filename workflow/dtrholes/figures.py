@@ -20,6 +20,7 @@ import seaborn as sns  # noqa: E402
 from dtrholes import files, plan  # noqa: E402
 from dtrholes.explanation import Explanation, Mechanism, RunSummary  # noqa: E402
 from dtrholes.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
+from dtrholes.paths import figure_name  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
     "ok": ("completed", "#1b9e77", "o"),
@@ -267,8 +268,8 @@ def plot_trace(records: list[dict], holes: list[dict], peak: int, trace: str, ou
     """The cliffs and overhead figures of one trace under `out` (PNG and PDF), from the rows
     of the records and holes tables."""
     rows = sampled(pd.DataFrame(records), trace)
-    save(cliffs(rows, _of_trace(holes, trace), peak, trace), out / f"cliffs-{trace}")
-    save(overheads(rows, trace), out / f"overhead-{trace}")
+    save(cliffs(rows, _of_trace(holes, trace), peak, trace), out / figure_name("cliffs", trace))
+    save(overheads(rows, trace), out / figure_name("overhead", trace))
 
 
 def plot_zoom(
@@ -277,7 +278,7 @@ def plot_zoom(
     """One trace × policy's region zooms under `out`: the grid (PNG and PDF) and the table
     of every region (Markdown)."""
     rows, mine = sampled(pd.DataFrame(records), trace), _of_trace(holes, trace)
-    stem = out / f"zoom-{trace}-{policy}"
+    stem = out / figure_name("zoom", trace, policy)
     save(zooms(rows, mine, peak, trace, policy), stem)
     files.write_text(stem.with_suffix(".md"), zoom_table(mine, peak, trace, policy))
 
@@ -288,7 +289,7 @@ def plot_figure1(
     """The study's Figure 1 for DTR, a panel per trace of FIGURE1 that `peaks` has."""
     table = pd.DataFrame(records)
     panels = [(t, sampled(table, t), _of_trace(holes, t), peaks[t]) for t in FIGURE1 if t in peaks]
-    return save(figure1(panels, timeouts), out / f"figure1-{FIGURE1_POLICY}")
+    return save(figure1(panels, timeouts), out / figure_name("figure1", FIGURE1_POLICY))
 
 
 def _of_trace(holes: list[dict], trace: str) -> pd.DataFrame:

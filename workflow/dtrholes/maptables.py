@@ -8,13 +8,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dtrholes import files, holes, maps
+from dtrholes import files, holes, maps, paths
 from dtrholes.feasibility import FAILING, ExactSummary, Hole
 from dtrholes.maps import Map
 
 LISTED = 200  # holes listed in the Markdown table; the Parquet table has all of them
 # The sampled stages, added one at a time: which holes each sampling would have seen.
-SAMPLINGS = (("grid", ("A",)), ("stage_c", ("A", "C")), ("stage_b", ("A", "B", "C")))
+SAMPLINGS = (
+    ("grid", (paths.STAGE_A,)),
+    ("stage_c", (paths.STAGE_A, paths.STAGE_C)),
+    ("stage_b", (paths.STAGE_A, paths.STAGE_B, paths.STAGE_C)),
+)
 
 
 def sampled(rows: list[dict], trace: str, policy: str) -> dict[str, list[holes.Sample]]:

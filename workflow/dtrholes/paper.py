@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from dtrholes import paths
 from dtrholes.compare import H2_LIMIT, REFERENCE, geomean
 from simulator import UserError
 
@@ -33,8 +34,8 @@ COMPARED = ("A", "B", "C", "D", "E", "F", "DEV")  # stages that hold the study's
 CONFIRMATORY = ("densenet121", "inceptionv4", "transformer", "unet", "treelstm", "unroll_gan")
 SIMRD = "simrd"  # unmodified simrd: no records of ours, compared only when a source is given
 GROUPS = {  # final table: the stages each group reads, in the order a later one overrides
-    "frozen": (("A", "C", "B"), ("dtr", "nbhd-penalty", "two-phase")),
-    "baselines": (("A",), ("dtr", "he-star", "cost-stale", "tcontrol-inspired")),
+    "frozen": (paths.SAMPLED, ("dtr", "nbhd-penalty", "two-phase")),
+    "baselines": ((paths.STAGE_A,), ("dtr", "he-star", "cost-stale", "tcontrol-inspired")),
 }
 REGION_STAGES = ("A", "B", "C", "D", "E", "F")  # Table 1: where the regions come from
 CONFIRMING = ("D", "E", "F")  # Table 1: where the repeats that confirm them come from
@@ -318,7 +319,7 @@ def restrict(published: Published, series: Iterable[tuple[str, str, str]]) -> Pu
         return (STAGES[p.stage], p.trace, REFERENCE if p.policy == SIMRD else p.policy) in ran
 
     def row(r: FinalRow) -> bool:
-        return {("A", r.trace, r.policy), ("A", r.trace, REFERENCE)} <= ran
+        return {(paths.STAGE_A, r.trace, r.policy), (paths.STAGE_A, r.trace, REFERENCE)} <= ran
 
     def region(r: Region) -> bool:
         stages = ("DEV",) if r.trace == DEV_TRACE else REGION_STAGES

@@ -10,18 +10,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtrholes import paths
 from dtrholes.protocol import Protocol
 
 # The protocol parameters each kind of job reads, besides its policy's own parameters. A job's
 # parameters hold exactly these values, so an amendment reruns the jobs that read what it changed.
 READS = {
-    "A": ["traces", "stage_a", "limits"],
-    "C": ["traces", "stage_a/ratios", "stage_c", "limits"],
-    "B": ["stage_b/step", "limits"],
-    "edge": ["edges", "limits"],
-    "repeat": ["confirmation/repeats", "confirmation/points", "limits"],
-    "explain": ["explain", "limits"],
-    "map": ["maps/max_runs", "limits"],
+    paths.STAGE_A: ["traces", "stage_a", "limits"],
+    paths.STAGE_C: ["traces", "stage_a/ratios", "stage_c", "limits"],
+    paths.STAGE_B: ["stage_b/step", "limits"],
+    paths.EDGE: ["edges", "limits"],
+    paths.REPEAT: ["confirmation/repeats", "confirmation/points", "limits"],
+    paths.EXPLAIN: ["explain", "limits"],
+    paths.MAP: ["maps/max_runs", "limits"],
     "map-plan": ["stage_a/ratios", "maps/margin", "maps/whole_range_cap"],
     "refine": [
         "frozen",
@@ -31,14 +32,12 @@ READS = {
         "stage_b/study",
     ],
 }
-SAMPLING = ("A", "B", "C")  # the study's sampled stages; the protocol's point stages add more
-DERIVED = ("edge", "repeat", "explain", "map", "adhoc")  # runs that read or probe the samples
 
 
 def is_sample(stage: str) -> bool:
     """Whether a record's stage makes it a sample of its trace × policy's series (the sampled
     stages and the protocol's point stages), not a run derived from the series."""
-    return stage not in DERIVED
+    return stage not in paths.DERIVED
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,8 @@ class Sample:
 def job_spec(protocol: Protocol, kind: str, policy: str | None = None) -> dict:
     """The protocol values (and the amendments behind them) a job of `kind` depends on."""
     reads = READS.get(kind, [f"points/{kind}", "limits"])  # a point stage: its points
-    paths = reads + ([f"policies/{policy}"] if policy else [])
-    return protocol.slice(paths)
+    keys = reads + ([f"policies/{policy}"] if policy else [])
+    return protocol.slice(keys)
 
 
 def parameters(spec: dict) -> dict:
@@ -100,7 +99,7 @@ def sampled_traces(params: dict, broad: bool = False) -> list[str]:
 def stage_policies(params: dict, stage: str, broad: bool = False) -> list[str]:
     """The policies a sampled stage runs: Stage A every policy; Stages B and C the frozen
     ones (the study's), or every policy with the broader sweep."""
-    if stage == "A" or broad:
+    if stage == paths.STAGE_A or broad:
         return list(params["policies"])
     return [p for p in params["policies"] if p in params["frozen"]]
 
@@ -164,7 +163,7 @@ def planned_points(params: dict, broad: bool = False) -> list[tuple[str, str, st
     A, Stage C and the point stages, in the protocol's trace and policy order."""
     traces = [t for role in ("confirmatory", "development") for t in params["traces"][role]]
     planned = []
-    for stage in ("A", "C", *params.get("points", {})):
+    for stage in paths.planned(params):
         for trace in traces:
             for policy in params["policies"]:
                 planned += [
@@ -178,11 +177,11 @@ def stage_points(
     params: dict, stage: str, trace: str, policy: str, broad: bool = False
 ) -> list[Point]:
     """The points a stage that does not depend on outcomes (all but B) asks of a trace × policy."""
-    if stage in SAMPLING and policy not in stage_policies(params, stage, broad):
+    if stage in paths.SAMPLED and policy not in stage_policies(params, stage, broad):
         return []
-    if stage == "A":
+    if stage == paths.STAGE_A:
         return stage_a_points(params, trace, broad)
-    if stage == "C":
+    if stage == paths.STAGE_C:
         return stage_c_points(params, trace, broad)
     return set_points(params, stage, trace, policy)
 
@@ -199,7 +198,7 @@ def refine_intervals(
     ends: dict[str, dict[float, Sample]] = defaultdict(dict)
     inside: dict[tuple[str, int], list[Sample]] = defaultdict(list)
     for s in samples:
-        if s.stage == "A":
+        if s.stage == paths.STAGE_A:
             ends[s.policy][s.ratio] = s
         else:
             inside[s.policy, _interval_of(ratios, s.ratio)].append(s)
@@ -222,7 +221,9 @@ def study_refined(evidence: Path, trace: str) -> list[float]:
     """The ratios of the study's Stage B runs on a trace, from its evidence table."""
     with open(evidence, newline="", encoding="utf-8") as f:
         return [
-            float(r["ratio"]) for r in csv.DictReader(f) if (r["stage"], r["trace"]) == ("B", trace)
+            float(r["ratio"])
+            for r in csv.DictReader(f)
+            if (r["stage"], r["trace"]) == (paths.STAGE_B, trace)
         ]
 
 

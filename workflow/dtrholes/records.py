@@ -16,7 +16,7 @@ import fastjsonschema
 import jsonschema
 import pyarrow as pa
 
-from dtrholes import files, provenance
+from dtrholes import files, paths, provenance
 from simulator import Result, UserError, get_policy
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.json"
@@ -42,7 +42,7 @@ class Request:
     ratio: float | None = None
     overhead_cap: float | None = None
     wall_clock_s: float | None = None
-    stage: str = "adhoc"
+    stage: str = paths.ADHOC
     repeat: int = 0
     protocol_version: str | None = None
     amendments: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from dtrholes import centrality, processes, records
+from dtrholes import centrality, paths, processes, records
 from dtrholes.records import Request, Usage
 from simulator import Replayer, Result, Trace, prepare, simulate
 
@@ -50,7 +50,7 @@ class _Resumer:
         self.key, self.replayer = None, None
 
     def execute(self, request: Request, trace: Trace, inputs) -> tuple[Result, int]:
-        if request.stage != "map":
+        if request.stage != paths.MAP:
             return _simulate(request, trace, inputs), 0
         key = (request.trace_sha256, request.policy, request.params, request.overhead_cap)
         if key != self.key:

@@ -19,6 +19,7 @@ from dtrholes import (
     fetch,
     holes,
     maps,
+    paths,
     plan,
     records,
     runner,
@@ -116,9 +117,9 @@ def read_output(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def by_series(paths: Iterable[Path], key: str) -> dict[tuple[str, str], list]:
-    """Per trace × policy job outputs (results/<kind>/<trace>/<policy>.json) by series."""
-    return {(Path(p).parent.name, Path(p).stem): read_output(p)[key] for p in paths}
+def by_series(outputs: Iterable[Path], key: str) -> dict[tuple[str, str], list]:
+    """Per-series job outputs (edges, repeats) by trace × policy: each one's value at `key`."""
+    return {paths.series_key(p): read_output(p)[key] for p in outputs}
 
 
 def refinement_samples(listed: list[dict]) -> list[plan.Sample]:
@@ -165,7 +166,7 @@ def find_edges(
     with job.session() as session:
 
         def run(budget: int, cap: float | None) -> Result | None:
-            request = job.request("edge", budget, None, cap=cap)
+            request = job.request(paths.EDGE, budget, None, cap=cap)
             run_ids.append(request.run_id)
             return session.run(request)[0]
 
@@ -218,7 +219,7 @@ def repeat_regions(
             for budget in holes.confirmation_points(region, collapsed, confirmation["points"]):
                 disagree = []
                 for i, session in enumerate(sessions, 1):
-                    request = job.request("repeat", budget, ratios[budget], i)
+                    request = job.request(paths.REPEAT, budget, ratios[budget], i)
                     run_ids.append(request.run_id)
                     result = session.run(request)[0]
                     if result != known[budget]:
@@ -244,7 +245,7 @@ def explain_regions(
     line per pair. Each explanation cites the records of its two runs, and its replays must
     equal them; the failing run's record is the retention's control."""
     trace = job.loader()(job.trace)
-    request = job.request("explain", 0, None)
+    request = job.request(paths.EXPLAIN, 0, None)
     cited = _cited(listed)
     pairs = [
         pair
@@ -346,7 +347,7 @@ def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.M
     with job.session() as session:
 
         def run(budget: int) -> tuple[Result | None, str]:
-            request = job.request("map", budget, None)
+            request = job.request(paths.MAP, budget, None)
             return session.run(request)[0], request.run_id
 
         tiles = maps.tile(run, span, job.params["maps"]["max_runs"], chunk, progress)
@@ -379,4 +380,4 @@ def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool
 
 
 def _complete_a(record: dict) -> bool:
-    return record["stage"] == "A" and record["status"] == "complete"
+    return record["stage"] == paths.STAGE_A and record["status"] == "complete"

@@ -2,22 +2,24 @@
 # merged maps (before the maps table) and the explanations.
 rule audit_results:
     input:
-        records="results/records.parquet",
-        tables=expand("results/tables/{name}.{ext}", name=TABLES, ext=("md", "parquet")),
+        records=paths.records_table(),
+        tables=expand(
+            paths.table("{name}", "{ext}"), name=paths.TABLES, ext=("md", "parquet")
+        ),
         protocol=protocol_render(),
         maps=map_targets(),
-        explanations=series_outputs("explain", suffix=""),
+        explanations=series_outputs(paths.EXPLANATIONS),
         archive="data/dtr-logs.zip",
     output:
         markdown=report(
-            "results/audit/audit.md", caption="../report/audit.rst", category="Audit"
+            paths.audit_report("md"), caption="../report/audit.rst", category="Audit"
         ),
-        json="results/audit/audit.json",
-        evidence="results/evidence.csv",
+        json=paths.audit_report("json"),
+        evidence=paths.evidence_table(),
     log:
-        "results/logs/audit_results.log",
+        paths.log("audit_results"),
     benchmark:
-        "results/benchmarks/audit_results.tsv"
+        paths.benchmark("audit_results")
     threads: config["audit_workers"]
     params:
         sheet=config["trace_sheet"],

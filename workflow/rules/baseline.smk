@@ -2,11 +2,11 @@ rule baseline_trace:
     input:
         archive="data/dtr-logs.zip",
     output:
-        "results/baselines/{trace}.json",
+        paths.baseline(),
     log:
-        "results/logs/baseline/{trace}.log",
+        paths.log("baseline/{trace}"),
     benchmark:
-        "results/benchmarks/baseline/{trace}.tsv"
+        paths.benchmark("baseline/{trace}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
@@ -19,11 +19,11 @@ rule rank_storages:
     input:
         archive="data/dtr-logs.zip",
     output:
-        "results/centrality/{trace}-{digest}-{seed}.parquet",
+        paths.ranking(),
     log:
-        "results/logs/centrality/{trace}-{digest}-{seed}.log",
+        paths.log("centrality/{trace}-{digest}-{seed}"),
     benchmark:
-        "results/benchmarks/centrality/{trace}-{digest}-{seed}.tsv"
+        paths.benchmark("centrality/{trace}-{digest}-{seed}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],

@@ -1,4 +1,5 @@
 # Small helpers shared by the stages: validated config, the protocol, each job's protocol values.
+# Every path comes from dtrholes.paths (with no arguments, a path function gives its pattern).
 import json
 import os
 import sys
@@ -6,7 +7,7 @@ import sys
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
 
-from dtrholes import centrality, crosscheck, maps, paper, plan, protocol, settings, stages
+from dtrholes import centrality, crosscheck, maps, paper, paths, plan, settings, stages
 from simulator import UserError
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
@@ -25,8 +26,8 @@ BROAD = config["broad"]
 TRACES = list(SETTINGS.traces)
 POLICIES = list(SETTINGS.policies)
 # The protocol's stages that run points: sampled (A, C, then B) and fixed (development and
-# confirmation), each by the name its records carry; their directories are lower case.
-STAGES = {s.lower(): s for s in ("A", "C", "B", *PARAMS.get("points", {}))}
+# confirmation), each by the name its records carry, keyed by its name in paths.
+STAGES = {paths.stage_key(s): s for s in paths.stages(PARAMS)}
 SHA256 = {entry.name: entry.sha256 for entry in SETTINGS.entries}
 SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
 PUBLISHED = paper.PUBLISHED  # the study's published results, as data
@@ -61,20 +62,20 @@ def sweep_spec(wildcards):
 
 
 def edge_spec(wildcards):
-    return spec("edge", wildcards.policy)
+    return spec(paths.EDGE, wildcards.policy)
 
 
 def repeat_spec(wildcards):
-    return spec("repeat", wildcards.policy)
+    return spec(paths.REPEAT, wildcards.policy)
 
 
 def explain_spec(wildcards):
-    return spec("explain", wildcards.policy)
+    return spec(paths.EXPLAIN, wildcards.policy)
 
 
 def stage_points(stage, trace, policy):
     """The points a stage asks of a trace × policy (Stage B: after the trace's plan)."""
-    if stage != "B":
+    if stage != paths.STAGE_B:
         return plan.stage_points(PARAMS, stage, trace, policy, BROAD)
     frozen = plan.stage_policies(PARAMS, stage, BROAD)
     if trace not in plan.sampled_traces(PARAMS, BROAD) or policy not in frozen:
@@ -88,11 +89,12 @@ def stage_outputs(stage, trace, policy):
     """The job outputs of one stage on one trace × policy."""
     points = stage_points(stage, trace, policy)
     jobs = plan.job_count(points, config["points_per_job"]) if points else 0
-    folder = f"results/stage_{stage.lower()}/{trace}/{policy}"
-    return [f"{folder}/job{job}.json" for job in range(jobs)]
+    return [paths.sweep_job(stage, trace, policy, job) for job in range(jobs)]
 
 
-def sampled_outputs(traces, policies, stages):
+def sampled_outputs(traces=TRACES, policies=POLICIES, stages=STAGES.values()):
+    """The sampling jobs' outputs of the given traces, policies and stages, in this order
+    (default: every one); the one place the pipeline lists them."""
     return [
         path
         for trace in traces
@@ -104,8 +106,10 @@ def sampled_outputs(traces, policies, stages):
 
 def unrefined_outputs(wildcards):
     """The Stage A and C outputs that Stage B's trigger reads on a trace: its policies'."""
-    trigger = [p for p in POLICIES if p in plan.stage_policies(PARAMS, "B", BROAD)]
-    return sampled_outputs([wildcards.trace], trigger, ("A", "C"))
+    trigger = [
+        p for p in POLICIES if p in plan.stage_policies(PARAMS, paths.STAGE_B, BROAD)
+    ]
+    return sampled_outputs([wildcards.trace], trigger, (paths.STAGE_A, paths.STAGE_C))
 
 
 def series_jobs(wildcards):
@@ -113,12 +117,12 @@ def series_jobs(wildcards):
     refinement plan, so only this trace's jobs wait for it. (Rules that read them take no other
     input: while the plan is pending, Snakemake stands the plan in for all of their inputs.)
     """
-    return sampled_outputs([wildcards.trace], [wildcards.policy], STAGES.values())
+    return sampled_outputs([wildcards.trace], [wildcards.policy])
 
 
 def has_series(trace, policy):
     """Whether a trace × policy has samples (Stage B refines only where Stage A ran)."""
-    return any(stage_points(s, trace, policy) for s in STAGES.values() if s != "B")
+    return any(stage_points(s, trace, policy) for s in paths.planned(PARAMS))
 
 
 SERIES = [(t, p) for t in TRACES for p in POLICIES if has_series(t, p)]
@@ -134,7 +138,9 @@ def ranking_input(wildcards):
     if seed is None:
         return []
     return str(
-        centrality.cache_path("results", wildcards.trace, SHA256[wildcards.trace], seed)
+        centrality.cache_path(
+            paths.RESULTS, wildcards.trace, SHA256[wildcards.trace], seed
+        )
     )
 
 
@@ -147,15 +153,15 @@ def sweep_points(wildcards):
 
 def all_sampled_outputs(wildcards):
     """Every sampling job's output, for the records table."""
-    return sampled_outputs(TRACES, POLICIES, STAGES.values())
+    return sampled_outputs()
 
 
 def refine_input(wildcards):
     """Stage B jobs come after the trace's plan, but a new plan reruns only the jobs whose
     points it changes (their `points` parameter), hence `ancient`."""
-    if wildcards.stage != "b":
+    if STAGES[wildcards.stage] != paths.STAGE_B:
         return []
-    return ancient(f"results/stage_b/{wildcards.trace}/plan.json")
+    return ancient(paths.refinement_plan(wildcards.trace))
 
 
 def study_input():
@@ -169,27 +175,27 @@ def study_option():
 
 
 # Per trace × policy stages and the protocol section that switches each on.
-SERIES_STAGES = {"edges": "edges", "repeats": "confirmation", "explain": "explain"}
+SERIES_STAGES = {
+    paths.EDGES: "edges",
+    paths.REPEATS: "confirmation",
+    paths.EXPLANATIONS: "explain",
+}
 
 
-def series_outputs(kind, suffix=".json"):
+def series_outputs(kind):
     """The outputs of one per trace × policy stage, if the protocol has that stage."""
     if SERIES_STAGES[kind] not in PARAMS:
         return []
-    return [f"results/{kind}/{t}/{p}{suffix}" for t, p in SERIES]
+    return [paths.series(kind, t, p) for t, p in SERIES]
 
 
 def trace_series_jobs(wildcards):
     """The sampled series of every policy on a trace: what the map plan reads."""
-    return trace_series(wildcards.trace)
-
-
-def trace_series(trace):
-    return sampled_outputs([trace], POLICIES, STAGES.values())
+    return sampled_outputs([wildcards.trace])
 
 
 def map_spec(wildcards):
-    return spec("map", wildcards.policy)
+    return spec(paths.MAP, wildcards.policy)
 
 
 def whole_option(wildcards):
@@ -202,7 +208,10 @@ def map_ranges(trace, policy):
     one: its checkpoint reruns, since its inputs changed."""
     found = checkpoints.plan_maps.get(trace=trace).output[0]
     planned = stages.read_output(found)
-    if planned.get("jobs") != trace_series(trace) or policy not in planned["policies"]:
+    if (
+        planned.get("jobs") != sampled_outputs([trace])
+        or policy not in planned["policies"]
+    ):
         raise IncompleteCheckpointException(
             rules.plan_maps.rule, checkpoint_target(found)
         )
@@ -211,11 +220,13 @@ def map_ranges(trace, policy):
 
 def map_chunks(wildcards):
     """The chunk outputs of one trace × policy's map."""
-    folder = f"results/maps/{wildcards.trace}/{wildcards.policy}"
     chunks = maps.chunks(
         map_ranges(wildcards.trace, wildcards.policy), config["map_chunks"]
     )
-    return [f"{folder}/{c.first}-{c.last}.parquet" for _, c in chunks]
+    return [
+        paths.map_chunk(wildcards.trace, wildcards.policy, c.first, c.last)
+        for _, c in chunks
+    ]
 
 
 def map_chunk_index(wildcards):
@@ -237,11 +248,11 @@ def mapped():
 
 def map_outputs():
     """Every mapped trace × policy's merged map."""
-    return [f"results/maps/{t}/{p}.parquet" for t in mapped() for p in POLICIES]
+    return [paths.merged_map(t, p) for t in mapped() for p in POLICIES]
 
 
 def trace_maps(wildcards):
-    return [f"results/maps/{wildcards.trace}/{p}.parquet" for p in POLICIES]
+    return [paths.merged_map(wildcards.trace, p) for p in POLICIES]
 
 
 def published_files():
@@ -249,7 +260,7 @@ def published_files():
 
 
 def protocol_render():
-    return f"results/protocol/{PROTOCOL.version}.json"
+    return paths.protocol_render(PROTOCOL.version)
 
 
 FIGURES = ("cliffs", "overhead")
@@ -262,7 +273,7 @@ def figure1_traces():
 
 
 def figure1_baselines():
-    return [f"results/baselines/{t}.json" for t in figure1_traces()]
+    return [paths.baseline(t) for t in figure1_traces()]
 
 
 def figure1_option():
@@ -273,24 +284,24 @@ def figure_outputs():
     """Every figure's PDF: per trace, per trace × policy (zooms), and Figure 1 if it has a
     trace."""
     return [
-        *(f"results/figures/{kind}-{t}.pdf" for kind in FIGURES for t in FIGURED),
-        *(f"results/figures/zoom-{t}-{p}.pdf" for t, p in SERIES),
-        *(["results/figures/figure1-dtr.pdf"] if figure1_traces() else []),
+        *(paths.figure(kind, t) + ".pdf" for kind in FIGURES for t in FIGURED),
+        *(paths.figure("zoom", t, p) + ".pdf" for t, p in SERIES),
+        *([figure1() + ".pdf"] if figure1_traces() else []),
     ]
-TABLES = ("holes", "comparison", "crosscheck", "paper")
+
+
+def figure1():
+    return paths.figure("figure1", paper.FIGURE1_POLICY)
 
 
 def all_outputs():
     return [
-        "results/records.parquet",
-        "results/tables/holes.md",
-        "results/tables/comparison.md",
-        "results/tables/crosscheck.md",
-        "results/tables/paper.md",
-        "results/audit/audit.md",
+        paths.records_table(),
+        *(paths.table(name, "md") for name in paths.TABLES),
+        paths.audit_report("md"),
         protocol_render(),
         *figure_outputs(),
-        *series_outputs("explain", suffix=""),
+        *series_outputs(paths.EXPLANATIONS),
         *map_targets(),
     ]
 
@@ -300,8 +311,8 @@ def map_targets():
     if not mapped():
         return []
     return [
-        "results/tables/maps.md",
-        *(f"results/figures/maps-{t}.pdf" for t in mapped()),
+        paths.table("maps", "md"),
+        *(paths.figure("maps", t) + ".pdf" for t in mapped()),
     ]
 
 

@@ -1,21 +1,21 @@
 rule crosscheck_simrd:
     input:
-        records="results/records.parquet",
-        repeats=series_outputs("repeats"),
-        baselines=expand("results/baselines/{trace}.json", trace=TRACES),
+        records=paths.records_table(),
+        repeats=series_outputs(paths.REPEATS),
+        baselines=expand(paths.baseline(), trace=TRACES),
         protocol=protocol_render(),
         archive="data/dtr-logs.zip",
     output:
-        table="results/tables/crosscheck.parquet",
+        table=paths.table("crosscheck"),
         markdown=report(
-            "results/tables/crosscheck.md",
+            paths.table("crosscheck", "md"),
             caption="../report/crosscheck.rst",
             category="Cross-check",
         ),
     log:
-        "results/logs/crosscheck_simrd.log",
+        paths.log("crosscheck_simrd"),
     benchmark:
-        "results/benchmarks/crosscheck_simrd.tsv"
+        paths.benchmark("crosscheck_simrd")
     params:
         sheet=config["trace_sheet"],
         simrd=simrd_option(),

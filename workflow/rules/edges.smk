@@ -2,15 +2,15 @@ rule find_edges:
     input:
         series_jobs,
     output:
-        "results/edges/{trace}/{policy}.json",
+        paths.series(paths.EDGES),
     log:
-        "results/logs/edges/{trace}/{policy}.log",
+        paths.log("edges/{trace}/{policy}"),
     benchmark:
-        "results/benchmarks/edges/{trace}/{policy}.tsv"
+        paths.benchmark("edges/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline="results/baselines/{trace}.json",
+        baseline=paths.baseline(),
         protocol=config["protocol"],
         spec=edge_spec,
     shell:

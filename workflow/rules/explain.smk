@@ -1,24 +1,24 @@
 rule explain_regions:
     input:
         jobs=series_jobs,
-        repeats="results/repeats/{trace}/{policy}.json",
+        repeats=paths.series(paths.REPEATS),
         ranking=ranking_input,
     output:
         report(
-            directory("results/explain/{trace}/{policy}"),
+            directory(paths.series(paths.EXPLANATIONS)),
             patterns=["{name}.png"],
             caption="../report/explain.rst",
             category="Explanations",
             subcategory="{trace}",
         ),
     log:
-        "results/logs/explain/{trace}/{policy}.log",
+        paths.log("explain/{trace}/{policy}"),
     benchmark:
-        "results/benchmarks/explain/{trace}/{policy}.tsv"
+        paths.benchmark("explain/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline="results/baselines/{trace}.json",
+        baseline=paths.baseline(),
         protocol=config["protocol"],
         spec=explain_spec,
     shell:

@@ -2,7 +2,7 @@ rule fetch_traces:
     output:
         archive="data/dtr-logs.zip",
     log:
-        "results/logs/fetch_traces.log",
+        paths.log("fetch_traces"),
     params:
         sheet=config["trace_sheet"],
         archive=f"--archive {config['archive']}" if config["archive"] else "",

@@ -1,23 +1,23 @@
 rule plot_trace:
     input:
-        records="results/records.parquet",
-        holes="results/tables/holes.parquet",
-        baseline="results/baselines/{trace}.json",
+        records=paths.records_table(),
+        holes=paths.table("holes"),
+        baseline=paths.baseline(),
     output:
         report(
-            multiext("results/figures/cliffs-{trace}", ".png", ".pdf"),
+            multiext(paths.figure("cliffs", "{trace}"), ".png", ".pdf"),
             caption="../report/cliffs.rst",
             category="Figures",
             subcategory="{trace}",
         ),
         report(
-            multiext("results/figures/overhead-{trace}", ".png", ".pdf"),
+            multiext(paths.figure("overhead", "{trace}"), ".png", ".pdf"),
             caption="../report/overhead.rst",
             category="Figures",
             subcategory="{trace}",
         ),
     log:
-        "results/logs/figures/{trace}.log",
+        paths.log("figures/{trace}"),
     shell:
         "{DTR_HOLES} figures --trace {wildcards.trace} --records {input.records}"
         " --holes {input.holes} --baseline {input.baseline} --out results/figures > {log} 2>&1"
@@ -25,19 +25,19 @@ rule plot_trace:
 
 rule plot_zoom:
     input:
-        records="results/records.parquet",
-        holes="results/tables/holes.parquet",
-        baseline="results/baselines/{trace}.json",
+        records=paths.records_table(),
+        holes=paths.table("holes"),
+        baseline=paths.baseline(),
     output:
         report(
-            multiext("results/figures/zoom-{trace}-{policy}", ".png", ".pdf"),
+            multiext(paths.figure("zoom", "{trace}", "{policy}"), ".png", ".pdf"),
             caption="../report/zoom.rst",
             category="Figures",
             subcategory="{trace}",
         ),
-        table="results/figures/zoom-{trace}-{policy}.md",
+        table=paths.figure("zoom", "{trace}", "{policy}") + ".md",
     log:
-        "results/logs/figures/zoom-{trace}-{policy}.log",
+        paths.log("figures/zoom-{trace}-{policy}"),
     shell:
         "{DTR_HOLES} zoom --trace {wildcards.trace} --policy {wildcards.policy}"
         " --records {input.records} --holes {input.holes} --baseline {input.baseline}"
@@ -46,17 +46,17 @@ rule plot_zoom:
 
 rule plot_figure1:
     input:
-        records="results/records.parquet",
-        holes="results/tables/holes.parquet",
+        records=paths.records_table(),
+        holes=paths.table("holes"),
         baselines=figure1_baselines(),
     output:
         report(
-            multiext("results/figures/figure1-dtr", ".png", ".pdf"),
+            multiext(figure1(), ".png", ".pdf"),
             caption="../report/figure1.rst",
             category="Figures",
         ),
     log:
-        "results/logs/figures/figure1-dtr.log",
+        paths.log("figures/figure1-dtr"),
     params:
         baselines=figure1_option(),
     shell:

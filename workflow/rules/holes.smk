@@ -1,18 +1,18 @@
 rule tabulate_holes:
     input:
-        records="results/records.parquet",
-        edges=series_outputs("edges"),
-        repeats=series_outputs("repeats"),
+        records=paths.records_table(),
+        edges=series_outputs(paths.EDGES),
+        repeats=series_outputs(paths.REPEATS),
         protocol=protocol_render(),
     output:
-        table="results/tables/holes.parquet",
+        table=paths.table("holes"),
         markdown=report(
-            "results/tables/holes.md",
+            paths.table("holes", "md"),
             caption="../report/holes.rst",
             category="Holes",
         ),
     log:
-        "results/logs/tabulate_holes.log",
+        paths.log("tabulate_holes"),
     shell:
         "{DTR_HOLES} holes --records {input.records} --edges {input.edges}"
         " --repeats {input.repeats} --protocol {input.protocol} --out {output.table}"
@@ -21,17 +21,17 @@ rule tabulate_holes:
 
 rule compare_policies:
     input:
-        records="results/records.parquet",
+        records=paths.records_table(),
         protocol=protocol_render(),
     output:
-        table="results/tables/comparison.parquet",
+        table=paths.table("comparison"),
         markdown=report(
-            "results/tables/comparison.md",
+            paths.table("comparison", "md"),
             caption="../report/comparison.rst",
             category="Policies",
         ),
     log:
-        "results/logs/compare_policies.log",
+        paths.log("compare_policies"),
     shell:
         "{DTR_HOLES} compare --records {input.records} --protocol {input.protocol}"
         " --out {output.table} --markdown {output.markdown} > {log} 2>&1"
@@ -39,19 +39,19 @@ rule compare_policies:
 
 rule compare_paper:
     input:
-        records="results/records.parquet",
-        crosscheck="results/tables/crosscheck.parquet",
+        records=paths.records_table(),
+        crosscheck=paths.table("crosscheck"),
         published=str(PUBLISHED),
         tables=published_files(),
     output:
-        table="results/tables/paper.parquet",
+        table=paths.table("paper"),
         markdown=report(
-            "results/tables/paper.md",
+            paths.table("paper", "md"),
             caption="../report/paper.rst",
             category="Holes",
         ),
     log:
-        "results/logs/compare_paper.log",
+        paths.log("compare_paper"),
     shell:
         "{DTR_HOLES} paper --records {input.records} --crosscheck {input.crosscheck}"
         " --published {input.published}"

@@ -2,12 +2,12 @@ checkpoint plan_maps:
     input:
         trace_series_jobs,
     output:
-        "results/maps/{trace}/plan.json",
+        paths.map_plan(),
     log:
-        "results/logs/plan_maps/{trace}.log",
+        paths.log("plan_maps/{trace}"),
     priority: trace_priority
     params:
-        baseline="results/baselines/{trace}.json",
+        baseline=paths.baseline(),
         spec=spec("map-plan"),
         whole=whole_option,
     shell:
@@ -18,15 +18,15 @@ checkpoint plan_maps:
 
 rule map_chunk:
     input:
-        plan=ancient("results/maps/{trace}/plan.json"),
-        baseline="results/baselines/{trace}.json",
+        plan=ancient(paths.map_plan()),
+        baseline=paths.baseline(),
         archive="data/dtr-logs.zip",
     output:
-        "results/maps/{trace}/{policy}/{first}-{last}.parquet",
+        paths.map_chunk(),
     log:
-        "results/logs/maps/{trace}/{policy}/{first}-{last}.log",
+        paths.log("maps/{trace}/{policy}/{first}-{last}"),
     benchmark:
-        "results/benchmarks/maps/{trace}/{policy}/{first}-{last}.tsv"
+        paths.benchmark("maps/{trace}/{policy}/{first}-{last}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
@@ -44,12 +44,12 @@ rule merge_map:
     input:
         map_chunks,
     output:
-        "results/maps/{trace}/{policy}.parquet",
+        paths.merged_map(),
     log:
-        "results/logs/merge_map/{trace}/{policy}.log",
+        paths.log("merge_map/{trace}/{policy}"),
     priority: trace_priority
     params:
-        baseline="results/baselines/{trace}.json",
+        baseline=paths.baseline(),
     shell:
         "{DTR_HOLES} map-merge --trace {wildcards.trace} --policy {wildcards.policy}"
         " --baseline {params.baseline} --maps {input} --out {output} > {log} 2>&1"
@@ -57,18 +57,18 @@ rule merge_map:
 
 rule tabulate_maps:
     input:
-        records="results/records.parquet",
+        records=paths.records_table(),
         maps=map_outputs(),
     output:
-        table="results/tables/maps.parquet",
-        holes="results/tables/map-holes.parquet",
+        table=paths.table("maps"),
+        holes=paths.table("map-holes"),
         markdown=report(
-            "results/tables/maps.md",
+            paths.table("maps", "md"),
             caption="../report/maps.rst",
             category="Holes",
         ),
     log:
-        "results/logs/tabulate_maps.log",
+        paths.log("tabulate_maps"),
     shell:
         "{DTR_HOLES} map-table --maps {input.maps} --records {input.records}"
         " --out {output.table} --holes {output.holes} --markdown {output.markdown} > {log} 2>&1"
@@ -79,13 +79,13 @@ rule plot_maps:
         trace_maps,
     output:
         report(
-            multiext("results/figures/maps-{trace}", ".png", ".pdf"),
+            multiext(paths.figure("maps", "{trace}"), ".png", ".pdf"),
             caption="../report/maps-figure.rst",
             category="Figures",
             subcategory="{trace}",
         ),
     log:
-        "results/logs/figures/maps-{trace}.log",
+        paths.log("figures/maps-{trace}"),
     shell:
         "{DTR_HOLES} map-figure --trace {wildcards.trace} --maps {input}"
         " --out results/figures/maps-{wildcards.trace} > {log} 2>&1"

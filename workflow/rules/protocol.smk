@@ -1,8 +1,8 @@
 rule render_protocol:
     output:
-        "results/protocol/{version}.json",
+        paths.protocol_render(),
     log:
-        "results/logs/render_protocol/{version}.log",
+        paths.log("render_protocol/{version}"),
     params:
         protocol=config["protocol"],
     shell:

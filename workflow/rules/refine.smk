@@ -3,9 +3,9 @@ checkpoint plan_refinement:
         jobs=unrefined_outputs,
         study=study_input(),
     output:
-        "results/stage_b/{trace}/plan.json",
+        paths.refinement_plan(),
     log:
-        "results/logs/plan_refinement/{trace}.log",
+        paths.log("plan_refinement/{trace}"),
     priority: trace_priority
     params:
         spec=spec("refine"),

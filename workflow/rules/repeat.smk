@@ -2,15 +2,15 @@ rule repeat_regions:
     input:
         series_jobs,
     output:
-        "results/repeats/{trace}/{policy}.json",
+        paths.series(paths.REPEATS),
     log:
-        "results/logs/repeats/{trace}/{policy}.log",
+        paths.log("repeats/{trace}/{policy}"),
     benchmark:
-        "results/benchmarks/repeats/{trace}/{policy}.tsv"
+        paths.benchmark("repeats/{trace}/{policy}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
-        baseline="results/baselines/{trace}.json",
+        baseline=paths.baseline(),
         protocol=config["protocol"],
         spec=repeat_spec,
     shell:

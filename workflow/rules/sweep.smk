@@ -2,14 +2,14 @@ rule sweep_stage:
     input:
         refine=refine_input,
         ranking=ranking_input,
-        baseline="results/baselines/{trace}.json",
+        baseline=paths.baseline(),
         archive="data/dtr-logs.zip",
     output:
-        "results/stage_{stage}/{trace}/{policy}/job{job}.json",
+        paths.sweep_job(),
     log:
-        "results/logs/stage_{stage}/{trace}/{policy}/job{job}.log",
+        paths.log("stage_{stage}/{trace}/{policy}/job{job}"),
     benchmark:
-        "results/benchmarks/stage_{stage}/{trace}/{policy}/job{job}.tsv"
+        paths.benchmark("stage_{stage}/{trace}/{policy}/job{job}")
     priority: trace_priority
     params:
         sheet=config["trace_sheet"],
@@ -27,11 +27,11 @@ rule sweep_stage:
 rule gather_records:
     input:
         all_sampled_outputs,
-        series_outputs("edges"),
-        series_outputs("repeats"),
+        series_outputs(paths.EDGES),
+        series_outputs(paths.REPEATS),
     output:
-        "results/records.parquet",
+        paths.records_table(),
     log:
-        "results/logs/gather_records.log",
+        paths.log("gather_records"),
     shell:
         "{DTR_HOLES} gather --jobs {input} --results results --out {output} > {log} 2>&1"

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import audit, claims, evidence, explain, explanation, records
+from dtrholes import audit, evidence, explain, explanation, records
+from dtrholes.audit import claims, reexecution
+from dtrholes.audit import records as record_files
 from dtrholes.records import Request, Usage
 from simulator import UserError, get_policy, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
@@ -172,7 +174,7 @@ def test_a_record_listed_by_another_stage_is_misfiled(tmp_path: Path) -> None:
 def test_a_result_of_another_request_is_caught() -> None:
     record = make(150)
     record["result"] = make(160)["result"]
-    assert "answers another request (budget)" in audit._request_problem(record)
+    assert "answers another request (budget)" in record_files._request_problem(record)
 
 
 def test_replay_answers_from_records_and_names_a_missing_one() -> None:
@@ -230,7 +232,7 @@ def test_an_edge_is_bounded_by_runs_ending_as_under_the_samples_cap() -> None:
     for r in (settled, probe):
         r["result"].update(budget=100, budget_lo=100, budget_hi=120)
     edge = {"below": 99, "above": 100, "outcome_below": "ok", "outcome_above": "thrashed"}
-    assert audit._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
+    assert reexecution._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
 
 
 def test_an_explanations_mechanism_must_be_what_its_parts_give(explained) -> None:

@@ -168,7 +168,7 @@ def test_an_interrupt_is_one_line_and_exit_130(chain: Path, capsys, monkeypatch)
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("dtrholes.cli.simulate", interrupted)
+    monkeypatch.setattr("dtrholes.cli.user.simulate", interrupted)
     assert main(["simulate", "--trace", str(chain), "--budget", "300"]) == 130
     out, err = capsys.readouterr()
     assert out == "" and err == "dtr-holes: interrupted\n"

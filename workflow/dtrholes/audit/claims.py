@@ -1,5 +1,4 @@
-"""Every claim of the results derived again from the records: the records table, the edges and
-repeats (their jobs replayed from the records, nothing executed) and the tables."""
+"""The claims check: the records table, edges, repeats and tables derived again from the records."""
 
 from __future__ import annotations
 
@@ -18,42 +17,50 @@ from dtrholes import (
     maps,
     maptables,
     paper,
+    paths,
     plan,
     protocol,
     records,
     stages,
 )
+from dtrholes.audit.context import Check, Context, Failure
 from simulator import Result, UserError
 
-Problem = tuple[str, str]  # where (a record, job output or table row) and what differs
+RECORDS = paths.records_table(root="")  # the records table, as failures name it
 
 
-def check(inv: evidence.Inventory) -> tuple[int, list[Problem]]:
+def check_claims(ctx: Context) -> Check:
     """How many rows and job outputs were derived again, and every one that differs."""
-    problems = list(inv.unreadable.items())
+    inv = ctx.inv
+    failures = [_fail(where, message) for where, message in inv.unreadable.items()]
     count = 0
     rows = records.table(inv.current()).to_pylist()
     parts = (_records_table, _job_replays, _holes, _comparison, _crosscheck, _paper, _maps)
     for part in parts:
         checked, found = _guarded(part, inv, rows)
         count += checked
-        problems += found
-    return count, problems
+        failures += found
+    return Check("claims", count, tuple(failures))
+
+
+def _fail(where: str, message: str) -> Failure:
+    """A claim that differs: where (a record, job output or table row) and how."""
+    return Failure("claims", where, message)
 
 
 def _guarded(
     part: Callable, inv: evidence.Inventory, rows: list[dict]
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, list[Failure]]:
     """A part of the claims check; an error it meets (a disagreeing repeat, a damaged job
     output) is a failure of the check, not of the audit."""
     try:
         return part(inv, rows)
     except (UserError, OSError, ValueError, KeyError, TypeError) as exc:
-        return 1, [(PARTS[part.__name__], f"cannot be derived again: {exc}")]
+        return 1, [_fail(PARTS[part.__name__], f"cannot be derived again: {exc}")]
 
 
 PARTS = {
-    "_records_table": "records.parquet",
+    "_records_table": RECORDS,
     "_job_replays": "edges and repeats",
     "_holes": "tables/holes",
     "_comparison": "tables/comparison",
@@ -63,34 +70,37 @@ PARTS = {
 }
 
 
-def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _records_table(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     try:
-        stated = holes.read_rows(inv.results / "records.parquet")
+        stated = holes.read_rows(paths.records_table(inv.results))
     except UserError as exc:
-        return 1, [("records.parquet", str(exc))]
-    failures = _compare_rows(
-        "records.parquet", stated, rows, lambda r: r["run_id"], lambda k: f"record {k}"
-    )
-    return len(stated), [(where, f"records.parquet: {message}") for where, message in failures]
+        return 1, [_fail(RECORDS, str(exc))]
+    failures = _compare_rows(RECORDS, stated, rows, lambda r: r["run_id"], lambda k: f"record {k}")
+    return len(stated), [_fail(f.where, f"{RECORDS}: {f.message}") for f in failures]
 
 
 def _by_kind(inv: evidence.Inventory) -> dict[tuple[str, str], dict[str, list[str]]]:
     """Per trace × policy: its job outputs by kind (sampled, edges, repeats)."""
     found: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for rel in inv.outputs:
-        kind, trace, policy = evidence.series_of(rel)
-        found[trace, policy]["sampled" if kind.startswith("stage_") else kind].append(rel)
+        listing = paths.listing(rel)
+        found[listing.trace, listing.policy][listing.kind].append(rel)
     return found
 
 
-def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _of_kind(inv: evidence.Inventory, kind: str) -> list[Path]:
+    """The current job outputs of one kind (edges, repeats)."""
+    return [inv.results / rel for rel in inv.outputs if paths.listing(rel).kind == kind]
+
+
+def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     """Edges and repeats derived again by replaying their jobs from the records alone."""
     count, failures = 0, []
     for (trace, policy), kinds in sorted(_by_kind(inv).items()):
-        series = inv.listed(kinds["sampled"])
+        series = inv.listed(kinds[paths.SAMPLES])
         for kind, derive, key in (
-            ("edges", stages.find_edges, "edges"),
-            ("repeats", stages.repeat_regions, "regions"),
+            (paths.EDGES, stages.find_edges, "edges"),
+            (paths.REPEATS, stages.repeat_regions, "regions"),
         ):
             for rel in kinds[kind]:
                 count += 1
@@ -98,16 +108,16 @@ def _job_replays(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[P
     return count, failures
 
 
-def _replay(inv, rel, derive, key, job, series) -> list[Problem]:
+def _replay(inv, rel, derive, key, job, series) -> list[Failure]:
     try:
         found, run_ids = derive(job, series, progress=lambda _: None)
     except UserError as exc:
-        return [(rel, str(exc))]
+        return [_fail(rel, str(exc))]
     stated = stages.read_output(inv.results / rel)
     stated.pop(records.SHA256_KEY, None)  # the records check compares them with the files
     derived = json.loads(json.dumps({key: found, "run_ids": run_ids}))
     problem = diff(stated, derived)
-    return [(rel, f"replayed from the records, {problem}")] if problem else []
+    return [_fail(rel, f"replayed from the records, {problem}")] if problem else []
 
 
 def _job(inv: evidence.Inventory, trace: str, policy: str, kind: str) -> stages.Job:
@@ -116,8 +126,8 @@ def _job(inv: evidence.Inventory, trace: str, policy: str, kind: str) -> stages.
     current = protocol.Protocol(
         dt.date.fromisoformat(rendered["fixed"]), rendered["title"], rendered["parameters"], ()
     )
-    spec = plan.job_spec(current, "edge" if kind == "edges" else "repeat", policy)
-    baseline = stages.read_output(inv.results / "baselines" / f"{trace}.json")
+    spec = plan.job_spec(current, paths.LISTS[kind], policy)
+    baseline = stages.read_output(paths.baseline(trace, inv.results))
     return ReplayJob(
         trace, policy, spec, rendered["version"], baseline, Path(), Path(), inv.results, inv.records
     )
@@ -158,35 +168,34 @@ class Replay:
         return (None if result is None else Result.from_dict(result)), False
 
 
-def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    paths = [inv.results / rel for rel in inv.outputs]
+def _holes(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     version = inv.rendered["version"]
     found = holes.Evidence(
-        edges=stages.by_series([p for p in paths if p.parts[-3] == "edges"], "edges"),
-        repeats=stages.by_series([p for p in paths if p.parts[-3] == "repeats"], "regions"),
+        edges=stages.by_series(_of_kind(inv, paths.EDGES), "edges"),
+        repeats=stages.by_series(_of_kind(inv, paths.REPEATS), "regions"),
         protocol_version=version,
     )
     derived = holes.table_rows(rows, found)
     return _table(inv, "holes", derived, holes.markdown(derived, version), _series_key)
 
 
-def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _comparison(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     derived = compare.compare(rows, compare.roles(inv.rendered), inv.rendered["version"])
     text = compare.markdown(derived, inv.rendered["version"])
     return _table(inv, "comparison", derived, text, _series_key)
 
 
-def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    checked = holes.read_rows(inv.results / "tables" / "crosscheck.parquet")
+def _paper(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
+    checked = holes.read_rows(paths.table("crosscheck", root=inv.results))
     found = paper.reproduce(rows, paper.load(), checked)
     derived = paper.table(found).to_pylist()
     return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
 
 
-def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
+def _maps(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     """The maps table and its holes table, tabulated again from the merged maps (when any
     map or maps table is on disk: the maps are optional)."""
-    if not inv.maps and not (inv.results / "tables" / "maps.parquet").exists():
+    if not inv.maps and not paths.table("maps", root=inv.results).exists():
         return 0, []
     found = [maps.read(inv.results / rel) for rel in sorted(inv.maps)]
     series, found_holes = maptables.tabulate(found, rows)
@@ -204,18 +213,15 @@ def _paper_key(row: dict) -> tuple:
     return row["kind"], row["run_id"], row["row"], row["column"]
 
 
-def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Problem]]:
-    results = inv.results
+def _crosscheck(inv: evidence.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     try:
-        stated = holes.read_rows(results / "tables" / "crosscheck.parquet")
+        stated = holes.read_rows(paths.table("crosscheck", root=inv.results))
     except UserError as exc:
-        return 1, [("tables/crosscheck.parquet", str(exc))]
-    repeats = stages.by_series(
-        [results / rel for rel in inv.outputs if rel.startswith("repeats/")], "regions"
-    )
+        return 1, [_fail(paths.table("crosscheck", root=""), str(exc))]
+    repeats = stages.by_series(_of_kind(inv, paths.REPEATS), "regions")
     traces = {row["trace"] for row in rows}
     computes = {
-        t: stages.read_output(results / "baselines" / f"{t}.json")["model_compute"] for t in traces
+        t: stages.read_output(paths.baseline(t, inv.results))["model_compute"] for t in traces
     }
     points = stages.crosscheck_points(
         rows, repeats, crosscheck.policies(inv.rendered), computes, paper.simrd_points(paper.load())
@@ -254,7 +260,7 @@ def _table(
     text: str,
     key: Callable[[dict], tuple],
     skip_lines: int = 0,
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, list[Failure]]:
     """A stated table (Parquet and Markdown) against the one derived from the records."""
     count, failures = _rows(inv, name, derived, key)
     return count, failures + _markdown(inv, name, text, skip_lines)
@@ -262,33 +268,33 @@ def _table(
 
 def _rows(
     inv: evidence.Inventory, name: str, derived: list[dict], key: Callable[[dict], tuple]
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, list[Failure]]:
     """A stated Parquet table's rows against those derived from the records."""
     try:
-        stated = holes.read_rows(inv.results / "tables" / f"{name}.parquet")
+        stated = holes.read_rows(paths.table(name, root=inv.results))
     except UserError as exc:
-        return 1, [(f"tables/{name}.parquet", f"unreadable ({exc})")]
-    return len(stated), _compare_rows(f"tables/{name}.parquet", stated, derived, key)
+        return 1, [_fail(paths.table(name, root=""), f"unreadable ({exc})")]
+    return len(stated), _compare_rows(paths.table(name, root=""), stated, derived, key)
 
 
-def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Problem]:
+def _markdown(inv: evidence.Inventory, name: str, text: str, skip_lines: int) -> list[Failure]:
     """A stated Markdown table against the text derived from the records, but for its first
     `skip_lines` lines."""
     try:
-        markdown = (inv.results / "tables" / f"{name}.md").read_text(encoding="utf-8")
+        markdown = paths.table(name, "md", inv.results).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [(f"tables/{name}.md", f"unreadable ({exc})")]
+        return [_fail(paths.table(name, "md", ""), f"unreadable ({exc})")]
     lines = list(zip(markdown.splitlines(), text.splitlines(), strict=False))[skip_lines:]
     bad = next((i for i, (a, b) in enumerate(lines, skip_lines + 1) if a != b), None)
     if bad is None and len(markdown.splitlines()) == len(text.splitlines()):
         return []
-    where = f"tables/{name}.md" + (f" line {bad}" if bad else "")
-    return [(where, "differs from the table the records give")]
+    where = paths.table(name, "md", "") + (f" line {bad}" if bad else "")
+    return [_fail(where, "differs from the table the records give")]
 
 
 def _compare_rows(
     name: str, stated: list[dict], derived: list[dict], key, where=None
-) -> list[Problem]:
+) -> list[Failure]:
     """Stated rows against derived ones, matched by `key`; `where` names a row's key."""
     where = where or (lambda k: f"{name} row {' × '.join(str(x) for x in k)}")
     mine = {key(r): r for r in derived}
@@ -302,9 +308,9 @@ def _compare_rows(
         else:
             problem = diff(theirs[k], mine[k])
         if problem:
-            failures.append((where(k), problem))
+            failures.append(_fail(where(k), problem))
     if len(stated) != len(theirs):
-        failures.append((name, f"{len(stated) - len(theirs)} duplicate rows"))
+        failures.append(_fail(name, f"{len(stated) - len(theirs)} duplicate rows"))
     return failures
 
 

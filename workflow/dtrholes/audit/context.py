@@ -1,0 +1,103 @@
+"""What every check of the audit reads and gives: its options, the loaded results, failures."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dtrholes import evidence, fetch
+from simulator import Trace, parse_trace
+
+SEED = 20261129
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed item of a check: where (a record, file or table row) and what is wrong."""
+
+    check: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's verdict: how many items it checked, every failure, and notes."""
+
+    name: str
+    count: int
+    failures: tuple[Failure, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def __str__(self) -> str:
+        if self.passed:
+            return f"{self.name}: passed ({self.count:,} checked)"
+        first = self.failures[0]
+        return (
+            f"{self.name} FAILED ({len(self.failures):,} of {self.count:,}):"
+            f" {first.where}: {first.message}"
+        )
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to audit and how: `protocol` is the rendered protocol the tables were made under
+    (default: the latest under results/protocol); `sample` records rerun besides edge points
+    (None: every record), by `workers` processes."""
+
+    results: Path
+    data: Path
+    sheet: Path
+    protocol: Path | None = None
+    sample: int | None = 20
+    seed: int = SEED
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the checks read, loaded once; traces are parsed from the archive when needed."""
+
+    options: Options
+    inv: evidence.Inventory | None  # None in a rerun worker, which reads no records
+    sheet: dict[str, fetch.TraceEntry]
+    traces: dict[str, Trace | str] = field(default_factory=dict)  # parsed, or why not
+
+
+def load(options: Options) -> Context:
+    inv = evidence.inventory(options.results, options.protocol)
+    return Context(options, inv, {e.name: e for e in fetch.read_sheet(options.sheet)})
+
+
+def trace_of(ctx: Context, name: str) -> Trace | str:
+    """The trace parsed from the archive's bytes, or why it cannot be trusted."""
+    if name not in ctx.traces:
+        ctx.traces[name] = _parse(ctx.options, ctx.sheet, name)
+    return ctx.traces[name]
+
+
+def _parse(options: Options, sheet: dict[str, fetch.TraceEntry], name: str) -> Trace | str:
+    entry = sheet.get(name)
+    if entry is None:
+        return f"trace {name} is not in the trace sheet"
+    archive = options.data / fetch.ARCHIVE_NAME
+    if not archive.is_file():
+        fetch.fetch_archive(options.data, sheet=options.sheet)
+    try:
+        with zipfile.ZipFile(archive) as z:
+            data = z.read(entry.member)
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        return f"{archive}:{entry.member} is unreadable ({exc})"
+    found = hashlib.sha256(data).hexdigest()
+    if found != entry.sha256:
+        return f"{archive}:{entry.member} has sha256 {found}, the trace sheet {entry.sha256}"
+    return parse_trace(data, f"{archive}:{entry.member}", name)

@@ -1,0 +1,83 @@
+"""The provenance check: trace bytes and checksums, protocol versions and code versions on file."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+
+from dtrholes import paths, records
+from dtrholes.audit.context import Check, Context, Failure, trace_of
+from simulator import UserError
+
+
+def check_provenance(ctx: Context) -> Check:
+    failures = [x for r in ctx.inv.records.values() for x in _record_provenance(ctx, r)]
+    users: dict[str, list[str]] = defaultdict(list)
+    for r in ctx.inv.records.values():
+        users[r["trace"]["name"]].append(r["run_id"])
+    for name, run_ids in sorted(users.items()):
+        problem = _trace_problem(ctx, name)
+        if problem:
+            where = f"record {run_ids[0]} (and {len(run_ids) - 1} more of trace {name})"
+            failures.append(Failure("provenance", where, problem))
+    failures += _shared_processes(ctx)
+    return Check("provenance", len(ctx.inv.records), tuple(failures), _code_notes(ctx))
+
+
+def _shared_processes(ctx: Context) -> list[Failure]:
+    """Repeats of one point that name the same process (of those recording it): each must
+    have run in a new one."""
+    first: dict[tuple, str] = {}
+    failures = []
+    for r in ctx.inv.records.values():
+        if r["stage"] != paths.REPEAT or r.get("pid") is None:
+            continue
+        try:
+            point = dataclasses.replace(records.request_of(r), repeat=0).run_id
+        except UserError:
+            continue  # the records check reports its request
+        other = first.setdefault((point, r["environment"]["host"], r["pid"]), r["run_id"])
+        if other != r["run_id"]:
+            message = f"a repeat that ran in the process of repeat {other}, not a new one"
+            failures.append(Failure("provenance", f"record {r['run_id']}", message))
+    return failures
+
+
+def _record_provenance(ctx: Context, record: dict) -> list[Failure]:
+    problems = []
+    name, sha = record["trace"]["name"], record["trace"]["sha256"]
+    entry = ctx.sheet.get(name)
+    if entry is None or entry.sha256 != sha:
+        stated = entry.sha256 if entry else "no such trace"
+        problems.append(f"trace {name} sha256 {sha} is not the trace sheet's ({stated})")
+    version = record["protocol"]["version"]
+    render = ctx.inv.renders.get(version)
+    if render is None:
+        problems.append(f"protocol version {version} has no rendered protocol")
+    else:
+        known = {a["id"] for a in render["history"]}
+        unknown = sorted(set(record["protocol"]["amendments"]) - known)
+        if unknown:
+            problems.append(f"amendments {unknown} are not in protocol {version}'s history")
+    if not record["code"]["git_commit"]:
+        problems.append("its code version names no git commit")
+    return [Failure("provenance", f"record {record['run_id']}", p) for p in problems]
+
+
+def _code_notes(ctx: Context) -> tuple[str, ...]:
+    # Records from before the lock lack its key; one commit may have run in two environments.
+    versions = Counter(
+        (c["package_version"], c["git_commit"], c["git_dirty"], c.get("lock_sha256"))
+        for c in (r["code"] for r in ctx.inv.records.values())
+    )
+    return tuple(
+        f"{n} records from dtr-holes {package} at commit {commit}"
+        + (f", requirements.lock sha256 {lock[:12]}" if lock else "")
+        + (" (DIRTY: tracked files differed from the commit)" if dirty else "")
+        for (package, commit, dirty, lock), n in sorted(versions.items(), key=str)
+    )
+
+
+def _trace_problem(ctx: Context, name: str) -> str | None:
+    found = trace_of(ctx, name)
+    return found if isinstance(found, str) else None
