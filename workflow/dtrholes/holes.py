@@ -235,4 +235,19 @@ def markdown(table: list[dict], version: str) -> str:
             f"| {row['regions']} ({row['regions_confirmed']}) | {brackets} | {exact} "
             f"| {row['stable_from']} | {row['unresolved']} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *LEGEND]) + "\n"
+
+
+LEGEND = (
+    "- samples: sampled budgets of the series (every stage; repeats of a budget count once);",
+    "- first success: the lowest budget (bytes) that completes;",
+    "- failing above: failing samples above the first success, by outcome;",
+    "- regions: runs of failing samples with a completing sample just below and just above",
+    "  (feasibility holes), and how many of them fresh-process repeats confirmed;",
+    "- edge brackets: per region, the completing sample below, its first and last failing",
+    "  samples, and the completing sample above;",
+    "- exact edges: per feasibility change, the byte at which it happens (`b oom / +1 ok`:",
+    "  budget b fails, b + 1 completes), found by bisection on bytes;",
+    "- stable from: the lowest budget from which every higher resolved sample completes;",
+    "- unresolved: samples that timed out (a timeout splits no region).",
+)
