@@ -20,4 +20,4 @@ class TraceError(UserError):
 
 
 class PolicyError(UserError):
-    """An unknown policy name or a parameter outside its documented range."""
+    """An unknown policy name or kernel rule id, or a parameter outside its documented range."""

@@ -78,6 +78,7 @@ EV_COLS = 11  # kind, eight values, a kind's extra value, the step (see events.p
 # Policy ids, one rule each (see policies.py for names and parameters)
 DTR, DTR_EQCLASS, DTR_LOCAL, MSPS, LRU, LARGEST_STORAGE = 0, 1, 2, 3, 4, 5
 NBHD_PENALTY, TWO_PHASE, HE_STAR, COST_STALE, TCONTROL = 6, 7, 8, 9, 10
+RULES = tuple(range(TCONTROL + 1))  # every id above: the ones `choose` dispatches on
 
 _U1 = np.uint64(1)
 
@@ -693,7 +694,7 @@ def _scored(policy, s, clock, class_value, params, sv, stor, regions, rev_c, cou
         return float(count)
     if policy in (COST_STALE, TWO_PHASE):
         return _ratio(e_star, staleness)
-    # LARGEST_STORAGE
+    # LARGEST_STORAGE, the only id left: choose rejects any other before a scan
     return 1.0 / size if size > 0 else math.inf
 
 
@@ -790,7 +791,10 @@ def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
         return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
     if policy == COST_STALE:
         return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
+    if policy == LARGEST_STORAGE:
+        return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
+    # Policy checks the id against RULES first; this guards the kernel called directly.
+    raise ValueError("unknown policy rule id")
 
 
 @njit(cache=True, inline="always")

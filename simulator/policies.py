@@ -44,6 +44,12 @@ class Policy:
     centrality: bool = False  # reads the storages' betweenness ranks
     params: tuple[Param, ...] = ()
 
+    def __post_init__(self) -> None:
+        known = isinstance(self.rule, int) and not isinstance(self.rule, bool)
+        if not (known and self.rule in kernel.RULES):
+            expected = "a kernel rule id among " + ", ".join(map(str, kernel.RULES))
+            raise PolicyError(f"policy {self.name}", expected, repr(self.rule))
+
     def resolve(self, given: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
         """Defaults overridden by `given`, checked; unknown names are an error."""
         given = dict(given or {})

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from dtrholes import crosscheck, fetch
-from simulator import Result, UserError, budget_for, peak_memory, simulate
-from tests.support.naive import naive_capped
+from simulator import Result, UserError, budget_for, peak_memory, reference, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 
 SIMRD = os.environ.get(crosscheck.SIMRD_ENV)
@@ -211,7 +210,7 @@ def test_drifting_regions_agree_on_random_traces_with_joins(
         for budget in budgets:
             for policy in ("dtr", "msps"):
                 ours = _agree(simrd_source, log, trace, budget, policy, CAP)
-                naive = naive_capped(trace, budget, policy, CAP)
+                naive = reference.simulate_capped(trace, budget, policy, CAP)
                 from_scratch_differs += naive["eviction_seq_sha256"] != ours.eviction_seq_sha256
     assert from_scratch_differs > 0
 

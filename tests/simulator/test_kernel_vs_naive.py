@@ -1,12 +1,12 @@
-"""The compiled simulator against the naive reference replay on random small traces."""
+"""The compiled simulator against the pure-Python reference replay on random small traces."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simulator import POLICIES, Trace, centrality, simulate
-from tests.support.naive import SCORES, naive_capped, naive_simulate
+from simulator import POLICIES, Trace, centrality, reference, simulate
+from simulator.reference import SCORES
 from tests.support.tracegen import random_trace_text, tiny_trace
 
 UNLIMITED = 2**62
@@ -51,7 +51,7 @@ def _ranks(trace: Trace, policy: str) -> np.ndarray | None:
 def _naive(
     trace: Trace, budget: int, policy: str, cap: float | None, ranks: np.ndarray | None
 ) -> dict:
-    run = naive_capped(trace, budget, policy, cap, params=PARAMS.get(policy), ranks=ranks)
+    run = reference.simulate_capped(trace, budget, policy, cap, PARAMS.get(policy), ranks=ranks)
     return {f: run[f] for f in (*FIELDS, "eviction_seq_sha256")}
 
 
@@ -64,7 +64,7 @@ def _crosscheck(seed: int, n_ops: int, policy: str) -> None:
     trace = tiny_trace(random_trace_text(seed, n_ops))
     ranks = _ranks(trace, policy)
     # The unconstrained peak does not depend on the policy (see test_naive_smoke).
-    peak = naive_simulate(trace, UNLIMITED, "dtr")["peak_memory"]
+    peak = reference.simulate(trace, UNLIMITED, "dtr")["peak_memory"]
     for budget in _budgets(peak):
         for cap in CAPS:
             want = _naive(trace, budget, policy, cap, ranks)

@@ -1,11 +1,12 @@
-"""Sanity checks of the naive reference replay that the fast simulator is cross-checked against."""
+"""Sanity checks of the pure-Python reference replay the compiled simulator is checked against."""
 
 from __future__ import annotations
 
 import pytest
 
+from simulator import POLICIES, PolicyError, reference
+from simulator.reference import SCORES
 from simulator.trace import Trace
-from tests.support.naive import SCORES, naive_simulate
 from tests.support.tracegen import call as _call
 from tests.support.tracegen import random_trace_text, tiny_trace
 from tests.support.tracegen import release as _release
@@ -40,7 +41,7 @@ def test_unlimited_budget_runs_every_operator_once(joins: bool) -> None:
         trace = tiny_trace(random_trace_text(seed, joins=joins))
         peaks = set()
         for policy in SCORES:
-            result = naive_simulate(trace, UNLIMITED, policy)
+            result = reference.simulate(trace, UNLIMITED, policy)
             assert result["outcome"] == "ok"
             assert result["evictions"] == 0 and result["remat_compute"] == 0
             assert result["clock"] == 1 + trace.model_compute
@@ -53,7 +54,7 @@ def test_zero_budget_runs_out_of_memory(policy: str) -> None:
     for seed in SEEDS:
         trace = tiny_trace(random_trace_text(seed))
         allocates = bool((trace.tensor_size > 0).any())
-        outcome = naive_simulate(trace, 0, policy)["outcome"]
+        outcome = reference.simulate(trace, 0, policy)["outcome"]
         assert outcome == ("oom" if allocates else "ok")
 
 
@@ -61,7 +62,7 @@ def test_zero_budget_runs_out_of_memory(policy: str) -> None:
     ("policy", "victim"), [("dtr", "c"), ("dtr-local", "c"), ("lru", "b"), ("largest-storage", "e")]
 )
 def test_hand_traced_eviction(policy: str, victim: str) -> None:
-    result = naive_simulate(_hand_trace(), 170, policy)
+    result = reference.simulate(_hand_trace(), 170, policy)
     assert result["outcome"] == "ok"
     assert result["evicted"] == [victim]
     assert result["clock"] == 58 and result["remat_compute"] == 0
@@ -70,6 +71,26 @@ def test_hand_traced_eviction(policy: str, victim: str) -> None:
 
 def test_recompute_limit_stops_a_thrashing_run() -> None:
     trace = _hand_trace(*_call("z", ["c"], 0, 0))  # needs c back: recomputing it costs 1
-    assert naive_simulate(trace, 170, "dtr")["remat_compute"] == 1
-    assert naive_simulate(trace, 170, "dtr", remat_limit=1)["outcome"] == "ok"
-    assert naive_simulate(trace, 170, "dtr", remat_limit=0)["outcome"] == "thrashed"
+    assert reference.simulate(trace, 170, "dtr")["remat_compute"] == 1
+    assert reference.simulate(trace, 170, "dtr", remat_limit=1)["outcome"] == "ok"
+    assert reference.simulate(trace, 170, "dtr", remat_limit=0)["outcome"] == "thrashed"
+
+
+def test_an_unknown_policy_is_a_policy_error() -> None:
+    with pytest.raises(PolicyError, match=r"^--policy: expected one of dtr, .* found 'mine'$"):
+        reference.simulate(_hand_trace(), 170, "mine")
+
+
+def test_parameters_are_resolved_by_the_registry() -> None:
+    with pytest.raises(PolicyError, match=r"^policy nbhd-penalty, parameter b: expected"):
+        reference.simulate(_hand_trace(), 170, "nbhd-penalty", {"b": -1})
+    with pytest.raises(PolicyError, match=r"^policy dtr: expected parameters among: none"):
+        reference.simulate(_hand_trace(), 170, "dtr", {"b": 1})
+    # simrd's class names name the same policies; omitted parameters take their defaults.
+    assert reference.simulate(_hand_trace(), 170, "LRU")["evicted"] == ["b"]
+    default = reference.simulate(_hand_trace(), 170, "nbhd-penalty")
+    assert default == reference.simulate(_hand_trace(), 170, "nbhd-penalty", {"b": 0.25})
+
+
+def test_every_registered_policy_has_a_reference_score() -> None:
+    assert set(SCORES) == set(POLICIES)

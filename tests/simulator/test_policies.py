@@ -22,14 +22,17 @@ import pytest
 
 from simulator import (
     POLICIES,
+    PolicyError,
     Result,
     Trace,
     budget_for,
     centrality,
+    kernel,
     peak_memory,
     simulate,
     simulate_events,
 )
+from simulator.policies import Policy
 from tests.support.tracegen import call as _call
 from tests.support.tracegen import constant, random_trace_text, tiny_trace, trace_text
 from tests.support.tracegen import release as _release
@@ -281,6 +284,22 @@ def test_study_policies_are_registered_with_the_protocol_defaults() -> None:
 def test_an_override_is_recorded() -> None:
     result = simulate(tiny_trace(NEIGHBOURHOOD), 30, "nbhd-penalty", params={"b": 0.5})
     assert result.params == (("b", 0.5),)
+
+
+def test_every_registered_policy_has_a_kernel_rule() -> None:
+    assert {p.rule for p in POLICIES.values()} <= set(kernel.RULES)
+
+
+@pytest.mark.parametrize("rule", [len(kernel.RULES), -1, True, 5.0])
+def test_an_unknown_rule_id_is_refused_when_the_policy_is_made(rule: object) -> None:
+    # The kernel used to run LargestStorage's rule for any id it did not know.
+    with pytest.raises(PolicyError) as info:
+        Policy("mine", rule, "a rule the kernel does not have")  # type: ignore[arg-type]
+    ids = ", ".join(str(r) for r in kernel.RULES)
+    assert str(info.value) == (
+        f"policy mine: expected a kernel rule id among {ids}, found {rule!r}"
+    )
+    assert "mine" not in POLICIES
 
 
 # ---------------------------------------------------------------- reductions to DTR

@@ -1,12 +1,18 @@
-"""A slow, obviously-correct replay of simrd's RuntimeV2EagerOptimized, to cross-check simulators.
+"""A pure-Python reference replay of simrd's RuntimeV2EagerOptimized: slow, obviously correct.
 
-Besides simrd's six heuristics it runs the study's five policies (SCORES, DEFAULT_PARAMS).
+It runs any built-in policy by name in plain Python, without the compiled kernel, for
+prototyping a score and as the cross-check of the kernel on random traces: `simulate(trace,
+budget, "dtr", params)` takes the policy and its parameters as `simulator.simulate` does,
+resolved by the same registry. Besides simrd's six heuristics it scores the study's five
+policies (SCORES).
 
 Evicted neighbourhoods are recomputed from scratch at every score. simrd instead keeps them up to
 date at evictions and recomputations, so an operator that has not run yet is invisible to them:
 we get the same by ignoring tensors whose operator never ran (`Tensor.born`). simrd can still
 see such a pending operator, depending on history, when a new operator with two or more evicted
-arguments waits for them to be recomputed; `tests.support.tracegen` avoids that by default.
+arguments waits for them to be recomputed (traces with joins): there this replay can decide
+otherwise than simrd. `tests.support.tracegen` avoids that by default. The compiled path
+(`simulator.simulate`) stays the fidelity reference.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator import centrality
+from simulator.errors import PolicyError
+from simulator.policies import get_policy
 from simulator.trace import COMPUTE, GET, PIN, RELEASE, Trace
 
 
@@ -210,12 +218,6 @@ SCORES: dict[str, Callable[[Storage, int, Params], float]] = {
     "he-star": score_he_star,
     "cost-stale": score_cost_stale,
     "tcontrol-inspired": score_dtr,
-}
-
-DEFAULT_PARAMS: dict[str, Params] = {
-    "nbhd-penalty": {"b": 0.25},
-    "two-phase": {"k": 8},
-    "tcontrol-inspired": {"alpha": 0.3, "floor": 0.01, "seed": 20260926},
 }
 
 
@@ -453,24 +455,29 @@ class Replay:
         }
 
 
-def naive_simulate(
+def simulate(
     trace: Trace,
     budget: int,
-    policy: str,
-    remat_limit: float = math.inf,
+    policy: str = "dtr",
     params: Params | None = None,
+    *,
+    remat_limit: float = math.inf,
     ranks: np.ndarray | None = None,
 ) -> dict:
-    """Replay `trace` under `budget` bytes with one of SCORES' policies, the slow way.
+    """Replay `trace` under `budget` bytes with a built-in policy, the slow way.
 
-    `params` override DEFAULT_PARAMS. `ranks`: each storage's centrality rank (0 = most central)
-    for tcontrol-inspired; computed with simulator.centrality and the `seed` param if not given.
+    `policy` and `params` as `simulator.simulate` takes them: an unknown policy or parameter is a
+    PolicyError. `remat_limit`: the rematerialization compute above which the run is "thrashed".
+    `ranks`: each storage's centrality rank (0 = most central) for tcontrol-inspired; computed
+    with simulator.centrality and the `seed` param if not given. Returns a dict: outcome ("ok",
+    "oom" or "thrashed"), clock, model_compute, remat_compute, peak_memory, evictions, evicted
+    (root tensor names in eviction order), heuristic_evals, eager_frees, lock_fallbacks.
     """
-    params = {**DEFAULT_PARAMS.get(policy, {}), **(params or {})}
+    policy, resolved = _resolve(policy, params)
     if ranks is None and policy == "tcontrol-inspired":
-        ranks = centrality.ranks(centrality.betweenness(trace, int(params["seed"])))
+        ranks = centrality.ranks(centrality.betweenness(trace, int(resolved["seed"])))
     ops, tensors = build_graph(trace)
-    replay = Replay(budget, policy, params, ranks, remat_limit)
+    replay = Replay(budget, policy, resolved, ranks, remat_limit)
     try:
         for kind, arg in zip(trace.cmd_kind.tolist(), trace.cmd_arg.tolist(), strict=True):
             replay.step(kind, arg, ops, tensors)
@@ -481,17 +488,27 @@ def naive_simulate(
     return replay.summary("ok")
 
 
-def naive_capped(
+def simulate_capped(
     trace: Trace,
     budget: int,
     policy: str,
     overhead_cap: float | None,
     params: Params | None = None,
+    *,
     ranks: np.ndarray | None = None,
 ) -> dict:
-    """`naive_simulate` under simulate()'s overhead cap (remat compute up to model compute ×
+    """`simulate` under simulator.simulate's overhead cap (remat compute up to model compute ×
     (cap − 1)), with the digest of its eviction sequence as `eviction_seq_sha256`."""
     limit = math.inf if overhead_cap is None else trace.model_compute * (overhead_cap - 1)
-    run = naive_simulate(trace, budget, policy, remat_limit=limit, params=params, ranks=ranks)
+    run = simulate(trace, budget, policy, params, remat_limit=limit, ranks=ranks)
     digest = hashlib.sha256("\n".join(run["evicted"]).encode()).hexdigest()
     return {**run, "eviction_seq_sha256": digest}
+
+
+def _resolve(policy: str, params: Params | None) -> tuple[str, Params]:
+    """The registered name and the checked parameters, defaults filled in, as the kernel gets."""
+    chosen = get_policy(policy)
+    if chosen.name not in SCORES:
+        known = "a policy the reference replay scores: " + ", ".join(SCORES)
+        raise PolicyError(f"policy {chosen.name}", known, "none")
+    return chosen.name, dict(chosen.resolve(params))
