@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except OSError as exc:  # a file that cannot be read or written: named, without a traceback
-        print(f"dtr-holes: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"dtr-holes: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # the records written so far stay; a rerun resumes after them
         print("dtr-holes: interrupted", file=sys.stderr)
