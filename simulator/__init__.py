@@ -11,7 +11,7 @@ from simulator.api import (
 )
 from simulator.errors import PolicyError, TraceError, UserError
 from simulator.events import Events
-from simulator.policies import POLICIES, get_policy
+from simulator.policies import POLICIES, Param, Policy, get_policy, policy
 from simulator.result import Failure, Result
 from simulator.trace import Trace, parse_trace, read_archive_member, read_trace
 
@@ -19,6 +19,8 @@ __all__ = [
     "POLICIES",
     "Failure",
     "Events",
+    "Param",
+    "Policy",
     "PolicyError",
     "Recording",
     "Replayer",
@@ -30,6 +32,7 @@ __all__ = [
     "get_policy",
     "parse_trace",
     "peak_memory",
+    "policy",
     "prepare",
     "read_archive_member",
     "read_trace",

@@ -5,19 +5,22 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numba
 import numpy as np
+from numba.core.errors import NumbaError, UnsupportedBytecodeError
 
 from simulator import centrality as central
 from simulator import kernel
-from simulator.errors import UserError
+from simulator.errors import PolicyError, UserError
 from simulator.events import Events
 from simulator.layout import S_ROOT, Layout, build_layout
-from simulator.policies import Policy, get_policy
+from simulator.policies import Policy, get_policy, score_set
 from simulator.result import OK, OOM, THRASHED, Failure, Result
+from simulator.scoring import UNCENTRAL
 from simulator.trace import Trace
 
 _UNBOUNDED = int(kernel.NO_LIMIT)
@@ -95,7 +98,7 @@ class _Setup:
     policy: Policy
     params: tuple[tuple[str, float], ...]
     cap: float | None
-    rule: tuple[int, np.ndarray, np.ndarray]
+    rule: tuple  # (policy id, parameters, storages' ranks, compiled score set)
     limit: float
 
     @classmethod
@@ -107,7 +110,8 @@ class _Setup:
         values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
         ranks = _ranks(trace, chosen, dict(resolved), centrality)
         limit = math.inf if cap is None else trace.model_compute * (cap - 1)
-        rule = (chosen.rule, values, ranks)
+        index, scores = score_set(chosen)
+        rule = (index, values, ranks, scores)
         setup = cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
         return setup.retaining(retain)
 
@@ -117,10 +121,10 @@ class _Setup:
         names = list(names)
         if not names:
             return self
-        policy, values, ranks = self.rule
+        policy, values, ranks, scores = self.rule
         ranks = ranks.copy()
         ranks[_storages(self.trace, names)] = -1
-        return replace(self, rule=(policy, values, ranks))
+        return replace(self, rule=(policy, values, ranks, scores))
 
     @property
     def commands(self) -> int:
@@ -139,17 +143,19 @@ class _Setup:
         """Load or compile the kernel for the arguments `run` passes, running nothing."""
         _, state, work, uf = self.start()
         args = self._arguments(state, work, uf, 0, 0, 0)
-        kernel.replay.compile(tuple(numba.typeof(a) for a in args))
+        with self.policy_errors():
+            kernel.replay.compile(tuple(numba.typeof(a) for a in args))
 
     def _arguments(self, state, work, uf, budget: int, start: int, stop: int) -> tuple:
-        p, rule, limit = self.policy, self.rule, self.limit
+        p, (*rule, scores), limit = self.policy, self.rule, self.limit
         return (
             self.layout,
             state,
             work,
             uf,
             budget,
-            rule,
+            tuple(rule),
+            scores,
             limit,
             p.regions,
             p.eqclass,
@@ -160,10 +166,33 @@ class _Setup:
     def run(self, state, work, uf, budget: int, start: int, stop: int):
         """Commands start..stop - 1 of the schedule: (kernel status, work, uf)."""
         p = self.policy
-        status, work, uf = kernel.replay(*self._arguments(state, work, uf, budget, start, stop))
+        arguments = self._arguments(state, work, uf, budget, start, stop)
+        if p.source is None:  # a built-in: nothing to catch (and no context on the hot path)
+            status, work, uf = kernel.replay(*arguments)
+        else:
+            with self.policy_errors():
+                status, work, uf = kernel.replay(*arguments)
         if status == kernel.INVALID_CHOICE:
             raise AssertionError(f"policy {p.name} chose a storage outside the evictable pool")
         return status, work, uf
+
+    @contextmanager
+    def policy_errors(self):
+        """A policy from a file that numba cannot compile, or whose score raises in the
+        kernel: a PolicyError naming its file and line. A built-in's are bugs: they pass."""
+        if self.policy.source is None:
+            yield
+            return
+        where = f"{self.policy.analysis.file}:{self.policy.analysis.line}"
+        try:
+            yield
+        except (NumbaError, UnsupportedBytecodeError) as error:
+            first = str(error).strip().splitlines()[0]
+            expected = "a score the kernel compiles (numbers, math, if/else)"
+            raise PolicyError(where, expected, first) from None
+        except (ArithmeticError, ValueError) as error:
+            found = f"{type(error).__name__}: {error}"
+            raise PolicyError(where, "a score that does not raise", found) from None
 
     def result(self, state, status, work, budget: int) -> tuple[Result, Events]:
         g = state.g
@@ -381,8 +410,10 @@ class _Saved:
 
 def _ranks(trace: Trace, policy: Policy, params: dict, given: np.ndarray | None) -> np.ndarray:
     """Storages' centrality ranks for policies that can lock by them, else all zero (a copy)."""
-    if policy.centrality and (params["alpha"] or params["floor"]):
-        values = central.betweenness(trace, int(params["seed"])) if given is None else given
+    locks = policy.rule != UNCENTRAL or params["alpha"] or params["floor"]
+    if policy.centrality and locks:
+        seed = int(params.get("seed", central.DEFAULT_SEED))
+        values = central.betweenness(trace, seed) if given is None else given
         return central.ranks(values)
     return np.zeros(_layout(trace).stor.shape[1] - 1, dtype=np.int64)
 

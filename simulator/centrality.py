@@ -47,6 +47,9 @@ def storage_graph(trace: Trace) -> Graph:
     return Graph(offsets.astype(np.int64), targets, weights)
 
 
+DEFAULT_SEED = 20260926  # of the sampled betweenness, when a policy names none
+
+
 @lru_cache(maxsize=16)
 def betweenness(trace: Trace, seed: int) -> np.ndarray:
     """Unnormalised betweenness of every storage; exact up to EXACT_LIMIT storages, else

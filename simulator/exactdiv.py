@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -20,6 +21,7 @@ _U32 = np.uint64(32)
 _U64 = np.uint64(64)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FAST_LIMIT = 2.0**52  # products below this are exact in int64 and in float64
+_INT64_MAX = 2**63 - 1
 
 
 @njit(cache=True, inline="always")
@@ -102,3 +104,78 @@ def divide_product(a: int, x: int, y: int) -> float:
         return 0.0
     hi, lo = _mul128(np.uint64(x), np.uint64(y))
     return _divide128(np.uint64(a), hi, lo)
+
+
+# ---------------------------------------------------------------- Python's operators in policies
+
+
+def true_divide(a, b):
+    """`a / b` with Python's semantics: a correctly rounded quotient of two integers."""
+    return a / b
+
+
+def true_divide_product(a, x, y):
+    """`a / (x * y)` with Python's semantics, the product of two integers taken exactly."""
+    return a / (x * y)
+
+
+def checked_multiply(a, b):
+    """`a * b`, an OverflowError where a product of integers leaves 64 bits."""
+    return a * b
+
+
+def _integers(*args) -> bool:
+    return all(isinstance(a, types.Integer | types.Boolean) for a in args)
+
+
+@njit(cache=True, inline="always")
+def _signed(negative: bool, quotient: float) -> float:
+    return -quotient if negative else quotient
+
+
+@overload(true_divide, inline="always")
+def _true_divide(a, b):
+    if not _integers(a, b):
+        return lambda a, b: a / b
+
+    def exact(a, b):
+        if 0 <= a < 2**53 and 0 < b < 2**53:  # both exact as floats: one rounding
+            return float(a) / float(b)
+        if a >= 0 and b > 0:
+            return divide(a, b)
+        if b == 0:
+            raise ZeroDivisionError("division by zero")
+        return _signed((a < 0) != (b < 0), divide(abs(a), abs(b)))
+
+    return exact
+
+
+@overload(true_divide_product, inline="always")
+def _true_divide_product(a, x, y):
+    if not _integers(a, x, y):
+        return lambda a, x, y: a / (x * y)
+
+    def exact(a, x, y):
+        if 0 <= a < 2**53 and x > 0 and y > 0 and float(x) * float(y) < _FAST_LIMIT:
+            return float(a) / float(x * y)  # as `divide_product` does, without a call
+        if a >= 0 and x > 0 and y > 0:
+            return divide_product(a, x, y)
+        if x == 0 or y == 0:
+            raise ZeroDivisionError("division by zero")
+        return _signed((a < 0) != ((x < 0) != (y < 0)), divide_product(abs(a), abs(x), abs(y)))
+
+    return exact
+
+
+@overload(checked_multiply, inline="always")
+def _checked_multiply(a, b):
+    if not _integers(a, b):
+        return lambda a, b: a * b
+
+    def checked(a, b):
+        # Tested before multiplying: LLVM may assume a signed product does not overflow.
+        if a != 0 and b != 0 and abs(a) > _INT64_MAX // abs(b):
+            raise OverflowError("integer product beyond 64 bits")
+        return a * b
+
+    return checked

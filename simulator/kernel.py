@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-from simulator.exactdiv import divide, divide_product
+from simulator import scoring
 from simulator.layout import (
     OP_ARGS,
     OP_COST,
@@ -61,7 +61,8 @@ LISTED, DUE_LIST = 19, 20  # storages that may owe a rebuild: flag, and the firs
 FWD_EXACT, REV_EXACT = 21, 22  # g[EXACT] when the region is known to equal its rebuild
 PASSED = 23  # 1 + the first decision whose TwoPhase k largest held s unchosen (0: none yet)
 FWD_LAG = 24  # 1 + the operator whose pending outputs the forward region lags behind (see _lags)
-N_FIELDS = 25
+EVICTED = 25  # evictions of the storage by the policy so far
+N_FIELDS = 26
 
 # Planes of bits: interior and frontier of each storage's forward and reverse region
 FWD_INT, FWD_FR, REV_INT, REV_FR = 0, 1, 2, 3
@@ -74,11 +75,6 @@ NO_LIMIT = np.int64(2**62)
 EV_ALLOC, EV_DECISION, EV_CANDIDATE, EV_EVICT, EV_REMAT, EV_REBUILT, EV_FREE, EV_FAIL = range(8)
 EV_RANKING = 8
 EV_COLS = 11  # kind, eight values, a kind's extra value, the step (see events.py)
-
-# Policy ids, one rule each (see policies.py for names and parameters)
-DTR, DTR_EQCLASS, DTR_LOCAL, MSPS, LRU, LARGEST_STORAGE = 0, 1, 2, 3, 4, 5
-NBHD_PENALTY, TWO_PHASE, HE_STAR, COST_STALE, TCONTROL = 6, 7, 8, 9, 10
-RULES = tuple(range(TCONTROL + 1))  # every id above: the ones `choose` dispatches on
 
 _U1 = np.uint64(1)
 
@@ -121,13 +117,14 @@ def _borrow(typingctx, a):
 
 
 @njit(cache=True, inline="always")
-def _views(L: Layout, st: State, rule):
-    """The layout, state and rule of a replay with every array a `_borrow` view."""
+def _views(L: Layout, st: State, rule, scores):
+    """The layout, state and rule (with the score set) of a replay, every array a `_borrow`
+    view."""
     b = _borrow
     return (
         Layout(b(L.ops), b(L.tens), b(L.stor), b(L.flat), b(L.cmds)),
         State(b(st.g), b(st.sv), b(st.defined), b(st.bits), b(st.scratch)),
-        (rule[0], b(rule[1]), b(rule[2])),
+        (rule[0], b(rule[1]), b(rule[2]), scores),
     )
 
 
@@ -639,63 +636,56 @@ def _new_class(s: int, value: int, g: np.ndarray, sv: np.ndarray, uf_parent, uf_
 
 
 @njit(cache=True, inline="always")
-def _over_size_staleness(numerator: int, size: int, staleness: int) -> float:
-    return divide_product(numerator, size, staleness) if size > 0 and staleness > 0 else math.inf
-
-
-@njit(cache=True, inline="always")
-def _ratio(numerator: int, denominator: int) -> float:
-    return divide(numerator, denominator) if denominator > 0 else math.inf
-
-
-@njit(cache=True, inline="always")
-def score(policy: int, s: int, clock: int, class_value: int, params, sv, stor) -> float:
-    """The cost `policy` gives storage s (`class_value`: DTREqClass's e*)."""
-    regions = sv[FWD_C, s] + sv[REV_C, s]
-    return _scored(
-        policy, s, clock, class_value, params, sv, stor, regions, sv[REV_C, s], _count(s, sv)
+def score(policy, scores, s, clock, class_value, params, rank, sv, stor, g, budget, request):
+    """The score policy id `policy` of the set `scores` gives storage s (`class_value`: the
+    e* over equivalence classes, when the policy reads it; see scoring.FEATURES)."""
+    return scoring.score(
+        scores,
+        policy,
+        s,
+        clock,
+        class_value,
+        params,
+        rank,
+        sv,
+        stor,
+        g,
+        sv[FWD_C, s],
+        sv[REV_C, s],
+        _count(s, sv),
+        budget,
+        request,
     )
 
 
 @njit(cache=True, inline="always")
-def _bound(policy: int, s: int, clock: int, params, sv, stor) -> float:
-    """s's score with its owed regions counted as empty: a lower bound of it, exact when s owes
-    nothing (every score grows with e* and |e*|, and correctly rounded division is monotonic)."""
+def _bound(policy, scores, s, clock, params, rank, sv, stor, g, budget, request) -> float:
+    """s's score with its owed regions counted as empty: a lower bound of it for a monotone
+    policy, exact when s owes nothing (correctly rounded division is monotonic)."""
     fwd, rev = (1 - sv[FWD_DUE, s], 1 - sv[REV_DUE, s])
-    regions = fwd * sv[FWD_C, s] + rev * sv[REV_C, s]
     count = fwd * sv[FWD_COUNT, s] + rev * sv[REV_COUNT, s]
-    return _scored(policy, s, clock, 0, params, sv, stor, regions, rev * sv[REV_C, s], count)
+    return scoring.score(
+        scores,
+        policy,
+        s,
+        clock,
+        0,
+        params,
+        rank,
+        sv,
+        stor,
+        g,
+        fwd * sv[FWD_C, s],
+        rev * sv[REV_C, s],
+        count,
+        budget,
+        request,
+    )
 
 
 @njit(cache=True, inline="always")
 def _count(s: int, sv: np.ndarray) -> int:
     return sv[FWD_COUNT, s] + sv[REV_COUNT, s]
-
-
-@njit(cache=True, inline="always")
-def _scored(policy, s, clock, class_value, params, sv, stor, regions, rev_c, count) -> float:
-    """`score` with the regions' compute (both, and the reverse one) and size |e*| given."""
-    size = stor[S_SIZE, s]
-    staleness = clock - sv[LAST, s]
-    e_star = sv[COMPUTE, s] + regions
-    if policy == DTR:
-        return _over_size_staleness(e_star, size, staleness)
-    if policy == DTR_EQCLASS:
-        return _over_size_staleness(class_value, size, staleness)
-    if policy == DTR_LOCAL:
-        return _over_size_staleness(sv[COMPUTE, s], size, staleness)
-    if policy == MSPS:
-        return _ratio(sv[COMPUTE, s] + rev_c, size)
-    if policy == LRU:
-        return float(sv[LAST, s])
-    if policy == NBHD_PENALTY:
-        return _over_size_staleness(e_star, size, staleness) * (1.0 + params[0] * count)
-    if policy == HE_STAR:
-        return float(count)
-    if policy in (COST_STALE, TWO_PHASE):
-        return _ratio(e_star, staleness)
-    # LARGEST_STORAGE, the only id left: choose rejects any other before a scan
-    return 1.0 / size if size > 0 else math.inf
 
 
 @njit(cache=True, inline="always")
@@ -705,23 +695,25 @@ def _owes(s: int, g: np.ndarray, sv: np.ndarray) -> bool:
 
 
 @njit(cache=True)
-def _settle_scored(policy, s, g, sv, stor, flat, bits, stack) -> None:
-    """Settle the regions that `policy` reads in s's score (MSPS reads the reverse one only).
+def _settle_scored(forward, reverse, s, g, sv, stor, flat, bits, stack) -> None:
+    """Settle the regions a policy reads in s's score (MSPS reads the reverse one only).
 
     Called only for a storage that owes (`_owes`): a call in a scan's loop, even one not
     taken, made scans of every policy several times slower.
     """
-    if policy != MSPS:
+    if forward:
         settle(s, True, g, sv, stor, flat, bits, stack)
-    settle(s, False, g, sv, stor, flat, bits, stack)
+    if reverse:
+        settle(s, False, g, sv, stor, flat, bits, stack)
 
 
-@njit(cache=True)
-def _outscored(s, clock, best, params, g, sv, stor, flat, bits, stack) -> bool:
-    """Whether s's DTR score exceeds `best` whatever its owed regions hold (`_bound`); else
-    settle them. An outscored s is neither the minimum nor zero: its regions can stay owed.
-    Other policies settle every owed candidate: the test, measured, gained them nothing."""
-    if _bound(DTR, s, clock, params, sv, stor) > best:
+@njit(cache=True, inline="always")
+def _outscored(
+    policy, scores, params, rank, s, best, budget, request, g, sv, stor, flat, bits, stack
+):
+    """Whether s's score exceeds `best` whatever its owed regions hold (`_bound`); else
+    settle them. An outscored s is neither the minimum nor zero: its regions can stay owed."""
+    if _bound(policy, scores, s, g[CLOCK], params, rank, sv, stor, g, budget, request) > best:
         return True
     settle(s, True, g, sv, stor, flat, bits, stack)
     settle(s, False, g, sv, stor, flat, bits, stack)
@@ -729,13 +721,22 @@ def _outscored(s, clock, best, params, g, sv, stor, flat, bits, stack) -> bool:
 
 
 @njit(cache=True, inline="always")
-def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf):
+def _scan(
+    policy, params, rank, scores, n_locked, request, budget, g, sv, stor, flat, bits, scratch, uf
+):
     """simrd's Heuristic.choose: scan the pool in order, keep the last minimum, stop at a zero.
 
     Storages ranked below `n_locked` are not candidates. Returns the choice (-1 if nothing else
     is in the pool) and the range of locked counts that lock the same storages in this scan:
-    above the highest rank it skipped, up to the lowest rank it evaluated.
+    above the highest rank it skipped, up to the lowest rank it evaluated. A monotone policy
+    skips settling a candidate whose lower bound (`_bound`) already exceeds the best score (it
+    is neither the minimum nor zero, its regions can stay owed); the others settle every owed
+    candidate. A policy reading the budget certifies this budget only: no rule says which
+    other budgets decide alike.
     """
+    _, forward, reverse, eqclass, monotone, reads_budget = scoring.flags(scores, policy)
+    if reads_budget:
+        g[LO], g[HI] = max(g[LO], budget), min(g[HI], budget)
     best, best_s = math.inf, -1
     top_locked, low_free = -1, NO_LIMIT
     s = g[POOL_HEAD]
@@ -749,15 +750,32 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf):
         low_free = min(low_free, r)
         g[EVALS] += 1
         if _owes(s, g, sv):
-            if policy != DTR:
-                _settle_scored(policy, s, g, sv, stor, flat, bits, scratch)
-            elif _outscored(s, clock, best, params, g, sv, stor, flat, bits, scratch):
+            if not monotone:
+                _settle_scored(forward, reverse, s, g, sv, stor, flat, bits, scratch)
+            elif _outscored(
+                policy,
+                scores,
+                params,
+                rank,
+                s,
+                best,
+                budget,
+                request,
+                g,
+                sv,
+                stor,
+                flat,
+                bits,
+                scratch,
+            ):
                 s = sv[NEXT, s]
                 continue
         class_value = 0
-        if policy == DTR_EQCLASS:
+        if eqclass:
             class_value = class_compute(s, sv, stor, flat, scratch, uf[0], uf[1])
-        cost = score(policy, s, clock, class_value, params, sv, stor)
+        cost = score(
+            policy, scores, s, clock, class_value, params, rank, sv, stor, g, budget, request
+        )
         if cost <= best:
             best, best_s = cost, s
         if cost == 0:
@@ -768,33 +786,13 @@ def _scan(policy, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf):
 
 @njit(cache=True)
 def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
-    """The storage the policy evicts; each policy gets its own inlined scan, its branch folded."""
-    policy, params, rank = rule
+    """The storage the policy evicts. The set's generated `choose` gives each policy its own
+    inlined scan (or its kernel-level rule), the policy id a constant there."""
+    policy, params, rank, scores = rule
     g[LOCKED] = 0
-    if policy == TWO_PHASE:
-        return _choose_covering(params, rank, request, budget, g, sv, stor, flat, bits, scratch)
-    if policy == TCONTROL:
-        return _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf)
-    if policy == DTR:
-        return _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == DTR_EQCLASS:
-        return _scan(DTR_EQCLASS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == DTR_LOCAL:
-        return _scan(DTR_LOCAL, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == MSPS:
-        return _scan(MSPS, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == LRU:
-        return _scan(LRU, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == NBHD_PENALTY:
-        return _scan(NBHD_PENALTY, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == HE_STAR:
-        return _scan(HE_STAR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == COST_STALE:
-        return _scan(COST_STALE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    if policy == LARGEST_STORAGE:
-        return _scan(LARGEST_STORAGE, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
-    # Policy checks the id against RULES first; this guards the kernel called directly.
-    raise ValueError("unknown policy rule id")
+    return scoring.choose(
+        scores, policy, params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf
+    )
 
 
 @njit(cache=True, inline="always")
@@ -806,19 +804,39 @@ def _locked_count(alpha, floor, n, mem, budget) -> int:
 
 
 @njit(cache=True)
-def _choose_uncentral(params, rank, budget, g, sv, stor, flat, bits, scratch, uf):
-    """TControlInspired: DTR's choice among storages outside the ⌈K·N⌉ most central, where
-    K = alpha · residual / budget + floor; the whole pool when all of it is locked."""
+def _choose_uncentral(
+    policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, scratch, uf
+):
+    """TControlInspired: the policy's scan among storages outside the ⌈K·N⌉ most central,
+    where K = alpha · residual / budget + floor (its first two parameters); the whole pool
+    when all of it is locked."""
     alpha, floor = params[0], params[1]
     n_locked = _locked_count(alpha, floor, len(rank), g[MEM], budget)
     g[LOCKED] = n_locked
-    best, low, high = _scan(DTR, params, rank, n_locked, g, sv, stor, flat, bits, scratch, uf)
+    best, low, high = _scan(
+        policy,
+        params,
+        rank,
+        scores,
+        n_locked,
+        request,
+        budget,
+        g,
+        sv,
+        stor,
+        flat,
+        bits,
+        scratch,
+        uf,
+    )
     if alpha != 0:
         _certify_locked(alpha, floor, len(rank), budget, low, high, g)
     if best < 0:
         g[FALLBACKS] += 1
         g[LOCKED] = 0
-        best = _scan(DTR, params, rank, 0, g, sv, stor, flat, bits, scratch, uf)[0]
+        best = _scan(
+            policy, params, rank, scores, 0, request, budget, g, sv, stor, flat, bits, scratch, uf
+        )[0]
     return best
 
 
@@ -867,13 +885,16 @@ def _before(a_cost, a_size, a_root, b_cost, b_size, b_root) -> bool:
 
 
 @njit(cache=True)
-def _choose_covering(params, rank, request, budget, g, sv, stor, flat, bits, stack) -> int:
+def _choose_covering(
+    policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, stack
+) -> int:
     """TwoPhase: among storages big enough to cover the shortfall (else the k largest), the
     lowest e*/staleness. Whether a storage covers the shortfall is a threshold on the budget
     (size >= memory + request - budget); each one narrows the certified interval. Storages
     ranked below 0 are retained: never candidates."""
     need = max(g[MEM] + request - budget, 1)
     clock = g[CLOCK]
+    forward, reverse = scoring.flags(scores, policy)[1:3]
     best, best_cost = -1, math.inf
     s = g[POOL_HEAD]
     while s >= 0:
@@ -885,8 +906,8 @@ def _choose_covering(params, rank, request, budget, g, sv, stor, flat, bits, sta
             g[LO] = max(g[LO], threshold)
             g[EVALS] += 1
             if _owes(s, g, sv):
-                _settle_scored(TWO_PHASE, s, g, sv, stor, flat, bits, stack)
-            cost = score(TWO_PHASE, s, clock, 0, params, sv, stor)
+                _settle_scored(forward, reverse, s, g, sv, stor, flat, bits, stack)
+            cost = score(policy, scores, s, clock, 0, params, rank, sv, stor, g, budget, request)
             if best < 0 or _before(
                 cost,
                 stor[S_SIZE, s],
@@ -901,11 +922,15 @@ def _choose_covering(params, rank, request, budget, g, sv, stor, flat, bits, sta
         s = sv[NEXT, s]
     if best >= 0:
         return best
-    return _lowest_of_largest(params, rank, clock, g, sv, stor, flat, bits, stack)
+    return _lowest_of_largest(
+        policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, stack
+    )
 
 
 @njit(cache=True)
-def _lowest_of_largest(params, rank, clock, g, sv, stor, flat, bits, stack) -> int:
+def _lowest_of_largest(
+    policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, stack
+) -> int:
     """The lowest e*/staleness among the k largest pool storages (size, then root id)."""
     largest = np.full(max(min(int(params[0]), sv.shape[1]), 1), -1, np.int64)
     s = g[POOL_HEAD]
@@ -919,14 +944,15 @@ def _lowest_of_largest(params, rank, clock, g, sv, stor, flat, bits, stack) -> i
             largest[i] = s
         s = sv[NEXT, s]
     best, best_cost = -1, math.inf
+    forward, reverse = scoring.flags(scores, policy)[1:3]
     for i in range(len(largest)):
         c = largest[i]
         if c < 0:
             break
         g[EVALS] += 1
         if _owes(c, g, sv):
-            _settle_scored(TWO_PHASE, c, g, sv, stor, flat, bits, stack)
-        cost = score(TWO_PHASE, c, clock, 0, params, sv, stor)
+            _settle_scored(forward, reverse, c, g, sv, stor, flat, bits, stack)
+        cost = score(policy, scores, c, g[CLOCK], 0, params, rank, sv, stor, g, budget, request)
         if best < 0 or _before(
             cost,
             stor[S_SIZE, c],
@@ -1058,8 +1084,7 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
     when the step and the decision are inside the window and the decision is not omitted,
     before it every pool storage's components in pool order (then whether the policy could
     choose it), or the best g[EV_TOP] of them (`_note_best`)."""
-    policy, params, rank = rule
-    scored = DTR if policy == TCONTROL else policy
+    policy, params, rank, scores = rule
     decision = g[N_EVICTED]
     listed = (
         g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]
@@ -1069,18 +1094,31 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
     if listed:
         if g[EV_TOP] >= 0:
             ev = _note_best(
-                ev, scored, params, rank, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+                ev,
+                rule,
+                request,
+                budget,
+                op,
+                decision,
+                victim,
+                g,
+                sv,
+                stor,
+                flat,
+                bits,
+                scratch,
+                uf,
             )
         else:
             s = g[POOL_HEAD]
             while s >= 0:
                 ev = _note_candidate(
-                    ev, scored, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf
+                    ev, rule, request, budget, op, decision, s, g, sv, stor, flat, bits, scratch, uf
                 )
                 ev[g[EV_N] - 1, 9] = rank[s] >= g[LOCKED]
                 s = sv[NEXT, s]
     ev = _note_candidate(
-        ev, scored, params, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+        ev, rule, request, budget, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
     )
     ev[g[EV_N] - 1, 0] = EV_DECISION
     ev[g[EV_N] - 1, 9] = g[MEM] + request - budget
@@ -1089,16 +1127,18 @@ def _note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bit
 
 @njit(cache=True)
 def _note_best(
-    ev, policy, params, rank, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+    ev, rule, request, budget, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
 ):
     """The g[EV_TOP] best candidates the scan evaluated, in pool order, then a ranking event:
     how many it evaluated and the chosen storage's rank among them (0 when not one of them).
 
     Evaluated: the candidates the policy could choose, in pool order up to the first zero score
     (where a scan stops). Ranked by score, ties to the later one. A thrashing run's window holds
-    tens of millions of candidates: a candidate's owed regions are settled only once its lower
-    bound (`_bound`) could put it among the best or before the chosen one.
+    tens of millions of candidates: a monotone policy's candidate's owed regions are settled
+    only once its lower bound (`_bound`) could put it among the best or before the chosen one.
     """
+    policy, params, rank, scores = rule
+    monotone = scoring.flags(scores, policy)[4]
     ids = scratch[sv.shape[1] + 1 :]  # past a rebuild's stack, as in `compute`
     m = 0
     s = g[POOL_HEAD]
@@ -1107,58 +1147,67 @@ def _note_best(
             ids[m] = s
             m += 1
         s = sv[NEXT, s]
-    scores = np.empty(m)
+    costs = np.empty(m)
     exact = np.zeros(m, np.bool_)
+    known = (costs, exact, rule, request, budget)
     for i in range(m):
-        if _owes(ids[i], g, sv):
-            scores[i] = _bound(policy, ids[i], g[CLOCK], params, sv, stor)
+        if monotone and _owes(ids[i], g, sv):
+            costs[i] = _bound(
+                policy, scores, ids[i], g[CLOCK], params, rank, sv, stor, g, budget, request
+            )
         else:
-            scores[i] = _settled_score(policy, params, ids[i], g, sv, stor, flat, bits, scratch, uf)
-            exact[i] = True
+            _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf)
     end = m
     for i in range(m):
-        if scores[i] == 0:
-            _make_exact(i, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf)
-        if scores[i] == 0:
+        if costs[i] == 0:
+            _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf)
+        if costs[i] == 0:
             end = i + 1
             break
     chosen = -1
     for i in range(end):
         if ids[i] == victim:
             chosen = i
-    rank = 0
+    place = 0
     if chosen >= 0:
-        _make_exact(
-            chosen, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf
-        )
-        rank = 1
+        _make_exact(chosen, ids, known, g, sv, stor, flat, bits, scratch, uf)
+        place = 1
         for i in range(end):
-            if i != chosen and scores[i] <= scores[chosen]:
-                _make_exact(
-                    i, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf
-                )
-                rank += _ranks_before(scores, i, chosen)
+            if i != chosen and costs[i] <= costs[chosen]:
+                _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf)
+                place += _ranks_before(costs, i, chosen)
     kept = np.zeros(end, np.bool_)
     n_kept = 0
     while n_kept < min(g[EV_TOP], end):
         best = -1
         for i in range(end):
-            if not kept[i] and (best < 0 or _ranks_before(scores, i, best)):
+            if not kept[i] and (best < 0 or _ranks_before(costs, i, best)):
                 best = i
         if exact[best]:  # every other candidate's score is at least its bound
             kept[best] = True
             n_kept += 1
         else:
-            _make_exact(
-                best, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf
-            )
+            _make_exact(best, ids, known, g, sv, stor, flat, bits, scratch, uf)
     for i in range(end):
         if kept[i]:
             ev = _note_candidate(
-                ev, policy, params, op, decision, ids[i], g, sv, stor, flat, bits, scratch, uf
+                ev,
+                rule,
+                request,
+                budget,
+                op,
+                decision,
+                ids[i],
+                g,
+                sv,
+                stor,
+                flat,
+                bits,
+                scratch,
+                uf,
             )
             ev[g[EV_N] - 1, 9] = 1
-    return _emit(ev, g, EV_RANKING, op, decision, end, rank, 0, 0, 0, 0)
+    return _emit(ev, g, EV_RANKING, op, decision, end, place, 0, 0, 0, 0)
 
 
 @njit(cache=True, inline="always")
@@ -1168,27 +1217,35 @@ def _ranks_before(scores, i, j) -> bool:
 
 
 @njit(cache=True)
-def _make_exact(i, ids, scores, exact, policy, params, g, sv, stor, flat, bits, scratch, uf):
-    """Replace candidate i's bound by its score."""
+def _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf):
+    """Replace candidate i's bound by its score; `known` = (costs, exact, rule, request, budget)."""
+    costs, exact, rule, request, budget = known
     if not exact[i]:
-        scores[i] = _settled_score(policy, params, ids[i], g, sv, stor, flat, bits, scratch, uf)
+        costs[i] = _settled_score(
+            rule, request, budget, ids[i], g, sv, stor, flat, bits, scratch, uf
+        )
         exact[i] = True
 
 
 @njit(cache=True)
-def _settled_score(policy, params, s, g, sv, stor, flat, bits, scratch, uf) -> float:
+def _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, uf) -> float:
     """s's score once its owed regions are settled."""
+    policy, params, rank, scores = rule
     settle(s, True, g, sv, stor, flat, bits, scratch)
     settle(s, False, g, sv, stor, flat, bits, scratch)
     class_value = 0
-    if policy == DTR_EQCLASS:
+    if scoring.flags(scores, policy)[3]:
         class_value = class_compute(s, sv, stor, flat, scratch, uf[0], uf[1])
-    return score(policy, s, g[CLOCK], class_value, params, sv, stor)
+    return score(
+        policy, scores, s, g[CLOCK], class_value, params, rank, sv, stor, g, budget, request
+    )
 
 
 @njit(cache=True)
-def _note_candidate(ev, policy, params, op, decision, s, g, sv, stor, flat, bits, scratch, uf):
-    cost = _settled_score(policy, params, s, g, sv, stor, flat, bits, scratch, uf)
+def _note_candidate(
+    ev, rule, request, budget, op, decision, s, g, sv, stor, flat, bits, scratch, uf
+):
+    cost = _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, uf)
     e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
     staleness = g[CLOCK] - sv[LAST, s]
     size, count = stor[S_SIZE, s], _count(s, sv)
@@ -1352,6 +1409,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                     )
                 log = _grown(log, g[N_EVICTED] + 1)
                 log[g[N_EVICTED]] = victim
+                sv[EVICTED, victim] += 1
                 g[N_EVICTED] += 1
                 g[EVICTIONS] += 1
                 uf = _room_for_class(uf, g, eqclass, 1)
@@ -1448,20 +1506,24 @@ def new_work(L: Layout, st: State, eqclass: bool):
 
 
 @njit(cache=True)
-def replay(L: Layout, st: State, work, uf, budget, rule, remat_limit, regions, eqclass, start, end):
+def replay(
+    L: Layout, st: State, work, uf, budget, rule, scores, remat_limit, regions, eqclass, start, end
+):
     """Replay schedule commands `start`..`end - 1`; returns (status, work, uf), the last two
     possibly reallocated: RUNNING when every command ran, with counters in st.g.
 
     Between commands no rematerialization is in progress (frames and snap are empty), so
     (st, the eviction log, uf) after command i is the whole state a replay continues from.
     `rule` = (policy id, float64 parameters in the policy's order, int64 rank of each storage:
-    centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate).
+    centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate),
+    `scores` the compiled score set holding the policy id (scoring.ScoreSet; apart from
+    `rule`, which numba then types on its fast path at every call).
     Events are recorded when g[EV_ON] is set, with candidates at steps (the operators the
     schedule runs, rematerializations aside) g[EV_FIRST_STEP] to g[EV_LAST_STEP], of the
     decisions numbered g[EV_FIRST_DECISION] to g[EV_LAST_DECISION] among them, except those
     numbered g[EV_OMIT_FIRST] to g[EV_OMIT_LAST].
     """
-    L, st, rule = _views(L, st, rule)
+    L, st, rule = _views(L, st, rule, scores)
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st
     status = RUNNING

@@ -1,10 +1,9 @@
 """A pure-Python reference replay of simrd's RuntimeV2EagerOptimized: slow, obviously correct.
 
-It runs any built-in policy by name in plain Python, without the compiled kernel, for
+It runs any policy (a built-in's name or `file.py:name`, see simulator.policies) by calling
+its score function in plain Python on a `Candidate`, without the compiled kernel, for
 prototyping a score and as the cross-check of the kernel on random traces: `simulate(trace,
-budget, "dtr", params)` takes the policy and its parameters as `simulator.simulate` does,
-resolved by the same registry. Besides simrd's six heuristics it scores the study's five
-policies (SCORES).
+budget, "dtr", params)` takes the policy and its parameters as `simulator.simulate` does.
 
 Evicted neighbourhoods are recomputed from scratch at every score. simrd instead keeps them up to
 date at evictions and recomputations, so an operator that has not run yet is invisible to them:
@@ -25,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator import centrality
-from simulator.errors import PolicyError
-from simulator.policies import get_policy
+from simulator.policies import Policy, get_policy
+from simulator.scoring import COVERING, UNCENTRAL
 from simulator.trace import COMPUTE, GET, PIN, RELEASE, Trace
 
 
@@ -64,6 +63,7 @@ class Storage:
     pinned: bool = False
     last_access: float = -math.inf
     eq_class: EqClass | None = None
+    times_evicted: int = 0
 
     @property
     def root_name(self) -> str:
@@ -150,75 +150,34 @@ def region_count(s: Storage) -> int:
     return len(evicted_region(s, children)) + len(evicted_region(s, parents))
 
 
-def e_star(s: Storage) -> int:
-    return s.compute + region_compute(s, children) + region_compute(s, parents)
-
-
-def ratio(numerator: int, denominator: float) -> float:
-    # int / int true division is what simrd does, so it rounds exactly once.
-    return numerator / denominator if denominator > 0 else math.inf
-
-
-def staleness(s: Storage, clock: int) -> float:
-    return clock - s.last_access
-
-
 Params = dict[str, float]
 
 
-def score_dtr(s: Storage, clock: int, params: Params) -> float:
-    return ratio(e_star(s), s.size * staleness(s, clock))
+class Candidate:
+    """One eviction candidate's features (scoring.FEATURES), as a policy's score reads them."""
 
+    def __init__(self, s: Storage, replay: Replay):
+        self.s, self.replay = s, replay
 
-def score_dtr_eqclass(s: Storage, clock: int, params: Params) -> float:
-    classes = {id(n.eq_class): n.eq_class for n in evicted_neighbours(s)}
-    lumped = sum(c.value for c in classes.values())
-    return ratio(s.compute + lumped, s.size * staleness(s, clock))
+    compute = property(lambda self: self.s.compute)
+    size = property(lambda self: self.s.size)
+    staleness = property(lambda self: self.replay.clock - self.s.last_access)
+    last_access = property(lambda self: self.s.last_access)
+    forward_compute = property(lambda self: region_compute(self.s, children))
+    reverse_compute = property(lambda self: region_compute(self.s, parents))
+    estar = property(lambda self: self.s.compute + self.forward_compute + self.reverse_compute)
+    nbhd = property(lambda self: region_count(self.s))
+    times_evicted = property(lambda self: self.s.times_evicted)
+    centrality = property(lambda self: int(self.replay.ranks[self.s.index]))
+    memory = property(lambda self: self.replay.memory)
+    request = property(lambda self: self.replay.request)
+    budget = property(lambda self: self.replay.budget)
+    shortfall = property(lambda self: self.memory + self.request - self.budget)
 
-
-def score_dtr_local(s: Storage, clock: int, params: Params) -> float:
-    return ratio(s.compute, s.size * staleness(s, clock))
-
-
-def score_msps(s: Storage, clock: int, params: Params) -> float:
-    return ratio(s.compute + region_compute(s, parents), s.size)
-
-
-def score_lru(s: Storage, clock: int, params: Params) -> float:
-    return s.last_access
-
-
-def score_largest_storage(s: Storage, clock: int, params: Params) -> float:
-    return ratio(1, s.size)
-
-
-def score_nbhd_penalty(s: Storage, clock: int, params: Params) -> float:
-    return score_dtr(s, clock, params) * (1 + params["b"] * region_count(s))
-
-
-def score_he_star(s: Storage, clock: int, params: Params) -> float:
-    return float(region_count(s))
-
-
-def score_cost_stale(s: Storage, clock: int, params: Params) -> float:
-    return ratio(e_star(s), staleness(s, clock))
-
-
-# Each policy's score. Most evict by DTR's choose on it; TwoPhase ranks its candidates by
-# e*/staleness and TControlInspired runs DTR among its unlocked storages (see Replay.choose).
-SCORES: dict[str, Callable[[Storage, int, Params], float]] = {
-    "dtr": score_dtr,
-    "dtr-eqclass": score_dtr_eqclass,
-    "dtr-local": score_dtr_local,
-    "msps": score_msps,
-    "lru": score_lru,
-    "largest-storage": score_largest_storage,
-    "nbhd-penalty": score_nbhd_penalty,
-    "two-phase": score_cost_stale,
-    "he-star": score_he_star,
-    "cost-stale": score_cost_stale,
-    "tcontrol-inspired": score_dtr,
-}
+    @property
+    def class_estar(self) -> int:
+        classes = {id(n.eq_class): n.eq_class for n in evicted_neighbours(self.s)}
+        return self.s.compute + sum(c.value for c in classes.values())
 
 
 def build_graph(trace: Trace) -> tuple[list[Op], list[Tensor]]:
@@ -252,12 +211,12 @@ class Replay:
     """Mutable state of one replay; every method mirrors one step of simrd's runtime."""
 
     def __init__(
-        self, budget: int, policy: str, params: Params, ranks: np.ndarray, remat_limit: float
+        self, budget: int, policy: Policy, params: Params, ranks: np.ndarray, remat_limit: float
     ):
         self.budget = budget
         self.policy = policy
-        self.score = SCORES[policy]
         self.params = params
+        self.request = 0
         self.ranks = ranks
         self.remat_limit = remat_limit
         self.clock = 1
@@ -309,10 +268,14 @@ class Replay:
         s.eq_class.members.discard(s)
         s.eq_class = None
 
+    def score(self, s: Storage) -> float:
+        return self.policy(Candidate(s, self), *self.params.values())
+
     def choose(self, request: int) -> Storage:
-        if self.policy == "two-phase":
+        self.request = request
+        if self.policy.rule == COVERING:
             return self.choose_covering(request)
-        if self.policy == "tcontrol-inspired":
+        if self.policy.rule == UNCENTRAL:
             return self.choose_uncentral()
         return self.scan(self.pool)
 
@@ -320,7 +283,7 @@ class Replay:
         """The last candidate of minimal score, stopping early at the first zero score."""
         best_score, best = math.inf, None
         for s in candidates:
-            score = self.score(s, self.clock, self.params)
+            score = self.score(s)
             self.evals += 1
             if score <= best_score:
                 best_score, best = score, s
@@ -337,9 +300,7 @@ class Replay:
             by_size = sorted(self.pool, key=lambda s: (-s.size, s.root))
             candidates = by_size[: int(self.params["k"])]
         self.evals += len(candidates)
-        return min(
-            candidates, key=lambda s: (self.score(s, self.clock, self.params), -s.size, s.root)
-        )
+        return min(candidates, key=lambda s: (self.score(s), -s.size, s.root))
 
     def choose_uncentral(self) -> Storage:
         """TControlInspired: DTR's choice outside the ceil(K*N) most central storages."""
@@ -357,6 +318,7 @@ class Replay:
             if not self.pool:
                 raise OutOfMemory
             victim = self.choose(size)
+            victim.times_evicted += 1
             self.evict(victim)
             self.evicted.append(victim.root_name)
 
@@ -464,7 +426,7 @@ def simulate(
     remat_limit: float = math.inf,
     ranks: np.ndarray | None = None,
 ) -> dict:
-    """Replay `trace` under `budget` bytes with a built-in policy, the slow way.
+    """Replay `trace` under `budget` bytes with a policy (see module docstring), the slow way.
 
     `policy` and `params` as `simulator.simulate` takes them: an unknown policy or parameter is a
     PolicyError. `remat_limit`: the rematerialization compute above which the run is "thrashed".
@@ -473,11 +435,13 @@ def simulate(
     "oom" or "thrashed"), clock, model_compute, remat_compute, peak_memory, evictions, evicted
     (root tensor names in eviction order), heuristic_evals, eager_frees, lock_fallbacks.
     """
-    policy, resolved = _resolve(policy, params)
-    if ranks is None and policy == "tcontrol-inspired":
-        ranks = centrality.ranks(centrality.betweenness(trace, int(resolved["seed"])))
+    chosen = get_policy(policy)
+    resolved = dict(chosen.resolve(params))
+    if ranks is None and chosen.centrality:
+        seed = int(resolved.get("seed", centrality.DEFAULT_SEED))
+        ranks = centrality.ranks(centrality.betweenness(trace, seed))
     ops, tensors = build_graph(trace)
-    replay = Replay(budget, policy, resolved, ranks, remat_limit)
+    replay = Replay(budget, chosen, resolved, ranks, remat_limit)
     try:
         for kind, arg in zip(trace.cmd_kind.tolist(), trace.cmd_arg.tolist(), strict=True):
             replay.step(kind, arg, ops, tensors)
@@ -503,12 +467,3 @@ def simulate_capped(
     run = simulate(trace, budget, policy, params, remat_limit=limit, ranks=ranks)
     digest = hashlib.sha256("\n".join(run["evicted"]).encode()).hexdigest()
     return {**run, "eviction_seq_sha256": digest}
-
-
-def _resolve(policy: str, params: Params | None) -> tuple[str, Params]:
-    """The registered name and the checked parameters, defaults filled in, as the kernel gets."""
-    chosen = get_policy(policy)
-    if chosen.name not in SCORES:
-        known = "a policy the reference replay scores: " + ", ".join(SCORES)
-        raise PolicyError(f"policy {chosen.name}", known, "none")
-    return chosen.name, dict(chosen.resolve(params))

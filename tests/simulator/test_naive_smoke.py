@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from simulator import POLICIES, PolicyError, reference
-from simulator.reference import SCORES
 from simulator.trace import Trace
 from tests.support.tracegen import call as _call
 from tests.support.tracegen import random_trace_text, tiny_trace
@@ -40,7 +39,7 @@ def test_unlimited_budget_runs_every_operator_once(joins: bool) -> None:
     for seed in SEEDS:
         trace = tiny_trace(random_trace_text(seed, joins=joins))
         peaks = set()
-        for policy in SCORES:
+        for policy in POLICIES:
             result = reference.simulate(trace, UNLIMITED, policy)
             assert result["outcome"] == "ok"
             assert result["evictions"] == 0 and result["remat_compute"] == 0
@@ -49,7 +48,7 @@ def test_unlimited_budget_runs_every_operator_once(joins: bool) -> None:
         assert len(peaks) == 1, f"seed {seed}: peak memory depends on the policy"
 
 
-@pytest.mark.parametrize("policy", sorted(SCORES))
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_zero_budget_runs_out_of_memory(policy: str) -> None:
     for seed in SEEDS:
         trace = tiny_trace(random_trace_text(seed))
@@ -90,7 +89,3 @@ def test_parameters_are_resolved_by_the_registry() -> None:
     assert reference.simulate(_hand_trace(), 170, "LRU")["evicted"] == ["b"]
     default = reference.simulate(_hand_trace(), 170, "nbhd-penalty")
     assert default == reference.simulate(_hand_trace(), 170, "nbhd-penalty", {"b": 0.25})
-
-
-def test_every_registered_policy_has_a_reference_score() -> None:
-    assert set(SCORES) == set(POLICIES)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from tests.support.auditing import audit, failures
 from tests.support.scenario import copy_of, planned, planned_jobs, planned_outputs, snakemake
 
 SERIES_RULES = (
@@ -161,3 +163,48 @@ def test_a_ranking_policy_has_the_trace_ranked_once_before_its_jobs(
     assert re.fullmatch(r"results/centrality/resnet32-[0-9a-f]{16}-7\.parquet", ranking)
     inputs = re.findall(r"^rule sweep_stage:\n    input: (.+)\n", output, re.M)
     assert jobs["sweep_stage"] == len(inputs) == 2 and all(ranking in i for i in inputs)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies.py"
+
+
+def test_a_policy_from_a_file_joins_by_amendment_and_an_edit_reruns_only_its_jobs(
+    completed: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    copy = copy_of(completed, tmp_path)
+    source = copy / "mine" / "policies.py"  # the example, relative to the workflow's directory
+    source.parent.mkdir()
+    source.write_text(EXAMPLES.read_text())
+    change = "{path: policies/stale-squared, new: {source: 'mine/policies.py:stale_squared'}}"
+    amend(copy, "add-stale-squared", f"[{change}]")
+    before = set((copy / "results" / "records").iterdir())
+    snakemake(copy)  # the audit, its last rule, passes
+    new = [
+        json.loads(p.read_text()) for p in set((copy / "results" / "records").iterdir()) - before
+    ]
+    sha = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert {r["policy"]["name"] for r in new} == {"stale-squared"}
+    assert {(r["policy"]["source"], r["policy"]["sha256"]) for r in new} == {
+        ("mine/policies.py:stale_squared", sha)
+    }
+    sampled = {r["stage"] for r in new if r["stage"] in "ABC"}
+    assert sampled == {"A"}  # a baseline: the Stage A grid (then its edges, maps, ...)
+
+    source.write_text(source.read_text().replace("** 2", "** 3"))
+    monkeypatch.chdir(copy)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status != 0
+    assert any(
+        "policy file mine/policies.py:stale_squared has sha256" in f
+        for f in failures(report, "provenance")
+    )
+    jobs, output = dry_run(copy)
+    assert set(jobs) - {"total"} <= AGGREGATES | set(SERIES_RULES)
+    assert jobs["sweep_stage"] == 2
+    for rule in SERIES_RULES:
+        for path, reason in planned_jobs(output, rule).items():
+            pending = bool({PLAN, MAP_PLAN} & set(_updated(reason)))
+            assert "/stale-squared" in path or pending, (path, reason)
+    snakemake(copy)
+    status, report, _ = audit(copy, capsys, tmp_path)
+    assert status == 0, json.dumps(report, indent=1)

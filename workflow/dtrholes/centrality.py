@@ -57,4 +57,6 @@ def for_policy(
 def ranking_seed(policy: str, params: dict[str, float]) -> int | None:
     """The seed of the betweenness a policy reads, or None for policies that read none."""
     chosen = get_policy(policy)
-    return int(dict(chosen.resolve(params))["seed"]) if chosen.centrality else None
+    if not chosen.centrality:
+        return None
+    return int(dict(chosen.resolve(params)).get("seed", centrality.DEFAULT_SEED))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dtrholes import paths
 from dtrholes.protocol import Protocol
+from simulator import get_policy
 
 # The protocol parameters each kind of job reads, besides its policy's own parameters. A job's
 # parameters hold exactly these values, so an amendment reruns the jobs that read what it changed.
@@ -63,7 +64,11 @@ def job_spec(protocol: Protocol, kind: str, policy: str | None = None) -> dict:
     """The protocol values (and the amendments behind them) a job of `kind` depends on."""
     reads = READS.get(kind, [f"points/{kind}", "limits"])  # a point stage: its points
     keys = reads + ([f"policies/{policy}"] if policy else [])
-    return protocol.slice(keys)
+    spec = protocol.slice(keys)
+    source = (spec["values"][keys[-1]] or {}).get("source") if policy else None
+    if source is not None:  # its content defines the runs: an edit reruns this policy's jobs
+        spec["policy_sha256"] = get_policy(source).source_sha256
+    return spec
 
 
 def parameters(spec: dict) -> dict:

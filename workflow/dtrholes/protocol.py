@@ -93,6 +93,17 @@ class Protocol:
         return {"values": values, "amendments": list(self.sources(paths))}
 
 
+def policy_ref(parameters: dict, name: str) -> str:
+    """What simulator.get_policy resolves for the protocol's policy `name`: the `source` of a
+    policy from a file (file.py:function or module:function), else the name."""
+    return parameters["policies"][name].get("source", name)
+
+
+def policy_values(parameters: dict, name: str) -> dict[str, float]:
+    """The parameter values the protocol gives policy `name`."""
+    return {k: v for k, v in parameters["policies"][name].items() if k != "source"}
+
+
 def version_of(parameters: dict) -> str:
     """The content hash that names a protocol version: equal parameters, equal version."""
     canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"))
@@ -176,11 +187,15 @@ def _apply(parameters: dict, amendment: Amendment, path: Path) -> dict:
 def _check_parameters(parameters: dict, path: Path) -> None:
     defs = _schema("protocol")["$defs"]
     _validate(parameters, {"$defs": defs, "$ref": "#/$defs/parameters"}, path)
-    for name, values in parameters["policies"].items():
+    for name in parameters["policies"]:
+        where = f"{path}: policies/{name}"
         try:
-            get_policy(name).resolve(values)
+            chosen = get_policy(policy_ref(parameters, name))
+            chosen.resolve(policy_values(parameters, name))
         except UserError as exc:
-            raise ProtocolError(f"{path}: policies/{name}", exc.expected, exc.found) from None
+            raise ProtocolError(where, exc.expected, f"{exc.found} ({exc.where})") from None
+        if chosen.name != name:
+            raise ProtocolError(where, f"a policy named {name!r}", repr(chosen.name))
     if "stage_c" in parameters["stage_b"]["triggers"] and "stage_c" not in parameters:
         raise ProtocolError(f"{path}: stage_b/triggers", "stage_c defined", "no stage_c")
     _check_names(parameters, path)

@@ -46,11 +46,20 @@ class Request:
     repeat: int = 0
     protocol_version: str | None = None
     amendments: tuple[str, ...] = ()
+    policy_source: str | None = None  # file.py:name of a policy from a file, else None
+    policy_sha256: str | None = None  # of that file: its content defines the execution
+
+    @property
+    def policy_ref(self) -> str:
+        """What `simulator.get_policy` resolves: the source of a file policy, else the name."""
+        return self.policy_source or self.policy
 
     @property
     def run_id(self) -> str:
         defining = asdict(self)
-        del defining["protocol_version"], defining["amendments"]
+        del defining["protocol_version"], defining["amendments"], defining["policy_source"]
+        if self.policy_sha256 is None:  # built-ins keep the run ids they always had
+            del defining["policy_sha256"]
         canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -78,7 +87,7 @@ def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
         "record_version": 1,
         "run_id": request.run_id,
         "trace": {"name": request.trace, "sha256": request.trace_sha256},
-        "policy": {"name": request.policy, "params": dict(request.params)},
+        "policy": _policy(request),
         "budget": request.budget,
         "ratio": request.ratio,
         "overhead_cap": request.overhead_cap,
@@ -92,6 +101,13 @@ def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
         "status": "complete" if result is not None else "timeout",
         "result": result.to_dict() if result is not None else None,
     }
+
+
+def _policy(request: Request) -> dict:
+    named = {"name": request.policy, "params": dict(request.params)}
+    if request.policy_source is None:
+        return named
+    return {**named, "source": request.policy_source, "sha256": request.policy_sha256}
 
 
 @cache
@@ -223,12 +239,12 @@ _COLUMNS = {
 
 def request_of(record: dict) -> Request:
     """The request a record answers, as the runner made it (its run id is the record's)."""
-    policy = record["policy"]["name"]
+    policy = record["policy"]
     return Request(
         trace=record["trace"]["name"],
         trace_sha256=record["trace"]["sha256"],
-        policy=policy,
-        params=get_policy(policy).resolve(record["policy"]["params"]),
+        policy=policy["name"],
+        params=get_policy(policy.get("source", policy["name"])).resolve(policy["params"]),
         budget=record["budget"],
         ratio=record["ratio"],
         overhead_cap=record["overhead_cap"],
@@ -237,6 +253,8 @@ def request_of(record: dict) -> Request:
         repeat=record["repeat"],
         protocol_version=record["protocol"]["version"],
         amendments=tuple(record["protocol"]["amendments"]),
+        policy_source=policy.get("source"),
+        policy_sha256=policy.get("sha256"),
     )
 
 

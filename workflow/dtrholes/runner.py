@@ -34,12 +34,13 @@ def execute(request: Request, trace: Trace, results_dir: Path | None) -> Result:
 def _inputs(request: Request, trace: Trace, results_dir: Path | None):
     """The policy's parameters, and the storages' centrality for policies that read it."""
     params = dict(request.params)
-    return params, centrality.for_policy(trace, request.policy, params, results_dir)
+    return params, centrality.for_policy(trace, request.policy_ref, params, results_dir)
 
 
 def _simulate(request: Request, trace: Trace, inputs) -> Result:
     params, central = inputs
-    return simulate(trace, request.budget, request.policy, params, request.overhead_cap, central)
+    ref, cap = request.policy_ref, request.overhead_cap
+    return simulate(trace, request.budget, ref, params, cap, central)
 
 
 class _Resumer:
@@ -52,11 +53,12 @@ class _Resumer:
     def execute(self, request: Request, trace: Trace, inputs) -> tuple[Result, int]:
         if request.stage != paths.MAP:
             return _simulate(request, trace, inputs), 0
-        key = (request.trace_sha256, request.policy, request.params, request.overhead_cap)
+        key = (request.trace_sha256, request.policy_ref, request.params, request.overhead_cap)
         if key != self.key:
             params, central = inputs
             self.key = key
-            self.replayer = Replayer(trace, request.policy, params, request.overhead_cap, central)
+            ref, cap = request.policy_ref, request.overhead_cap
+            self.replayer = Replayer(trace, ref, params, cap, central)
         return self.replayer.simulate(request.budget), self.replayer.resumed_at
 
 
@@ -95,7 +97,7 @@ def _worker(connection, load: Callable[[str], Trace], results_dir: Path) -> None
         if request.trace not in traces:
             traces[request.trace] = load(request.trace)
         trace = traces[request.trace]
-        key = (request.trace, request.policy, request.params)
+        key = (request.trace, request.policy_ref, request.params)
         if key not in inputs:  # loaded before the clock starts: a first ranking is no run's time
             inputs[key] = _inputs(request, trace, results_dir)
         run = functools.partial(resumer.execute, request, trace, inputs[key])
@@ -117,7 +119,7 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
             traces[request.trace] = load(request.trace)
         trace = traces[request.trace]
         inputs = _inputs(request, trace, results_dir)
-        prepare(trace, request.policy, inputs[0], request.overhead_cap, inputs[1])
+        prepare(trace, request.policy_ref, inputs[0], request.overhead_cap, inputs[1])
         mine, theirs = fork.Pipe()
         child = fork.Process(target=_answer, args=(theirs, request, trace, inputs))
         child.start()

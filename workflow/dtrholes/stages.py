@@ -21,12 +21,13 @@ from dtrholes import (
     maps,
     paths,
     plan,
+    protocol,
     records,
     runner,
 )
 from dtrholes.explanation import Citations, Explanation
 from dtrholes.records import Request
-from simulator import Result, Trace, UserError, budget_for, get_policy
+from simulator import Policy, Result, Trace, UserError, budget_for, get_policy
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,12 @@ class Job:
     ) -> Request:
         """A run of this job; `cap` overrides the protocol's overhead cap (edge probes)."""
         limits = self.params["limits"]
+        chosen = self.chosen
         return Request(
             trace=self.trace,
             trace_sha256=self.baseline["sha256"],
             policy=self.policy,
-            params=get_policy(self.policy).resolve(self.params["policies"][self.policy]),
+            params=chosen.resolve(protocol.policy_values(self.params, self.policy)),
             budget=budget,
             ratio=ratio,
             overhead_cap=limits["overhead_cap"] if cap is None else cap,
@@ -69,7 +71,23 @@ class Job:
             repeat=repeat,
             protocol_version=self.version,
             amendments=tuple(self.spec["amendments"]),
+            policy_source=chosen.source,
+            policy_sha256=chosen.source_sha256,
         )
+
+    @property
+    def chosen(self) -> Policy:
+        """The job's policy; for a policy from a file, the file as it was when the job was
+        planned (its sha256 is in the job's spec), else an error: nothing runs an edited one."""
+        chosen = get_policy(protocol.policy_ref(self.params, self.policy))
+        planned = self.spec.get("policy_sha256")
+        if planned != chosen.source_sha256:
+            raise UserError(
+                f"policy {self.policy} ({chosen.source})",
+                f"the file as planned (sha256 {planned})",
+                f"sha256 {chosen.source_sha256}: run the same command again to replan",
+            )
+        return chosen
 
     def at_ratio(self, stage: str, point: plan.Point) -> Request:
         budget = budget_for(None, point.ratio, peak=self.baseline["peak_memory"])
@@ -257,13 +275,14 @@ def explain_regions(
         )
     ]
     probe = job.params["explain"]
-    central = centrality.for_policy(trace, job.policy, dict(request.params), job.results)
+    ref = request.policy_ref
+    central = centrality.for_policy(trace, ref, dict(request.params), job.results)
     runs = explain.Runs()  # a budget two pairs share is replayed once
     found = []
     for i, (ok, fail) in enumerate(pairs, 1):
         pair = explain.Pair(
             trace,
-            job.policy,
+            ref,
             ok,
             fail,
             request.params,
@@ -356,10 +375,17 @@ def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.M
     return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles), checksums)
 
 
-def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool) -> dict:
+def map_plan(
+    params: dict,
+    peak: int,
+    listed: dict[str, list[dict]],
+    whole: bool,
+    unmapped: frozenset[str] = frozenset(),
+) -> dict:
     """Which byte ranges each policy's map covers on one trace: the protocol range when its
     estimated run count is below the cap (or `whole`), else the neighbourhoods of every hole
-    region any policy's sampled series shows. `listed`: each policy's sampled records."""
+    region any policy's sampled series shows; none for the `unmapped` ones (see reads_budget).
+    `listed`: each policy's sampled records."""
     ratios, spec = params["stage_a"]["ratios"], params["maps"]
     span = maps.Span(*(budget_for(None, ratios[end], peak) for end in ("start", "stop")))
     margin = int(spec["margin"] * peak)
@@ -371,12 +397,22 @@ def map_plan(params: dict, peak: int, listed: dict[str, list[dict]], whole: bool
     near = [[s.first, s.last] for s in maps.union(around)]
     plans = {}
     for policy, found in sorted(listed.items()):
+        if policy in unmapped:
+            plans[policy] = {"estimate": 0, "whole": False, "ranges": [], "reads_budget": True}
+            continue
         results = [Result.from_dict(r["result"]) for r in found if _complete_a(r)]
         estimate = maps.estimate_runs(results, span)
         mapped_whole = whole or estimate <= spec["whole_range_cap"]
         ranges = [[span.first, span.last]] if mapped_whole else near
         plans[policy] = {"estimate": estimate, "whole": mapped_whole, "ranges": ranges}
     return {"span": [span.first, span.last], "neighbourhoods": near, "policies": plans}
+
+
+def reads_budget(records: list[dict]) -> bool:
+    """Whether the policy of these records reads the budget: each of its runs certifies one
+    budget, and a map would run every byte of its range."""
+    policy = records[0]["policy"]
+    return get_policy(policy.get("source", policy["name"])).budget_dependent
 
 
 def _complete_a(record: dict) -> bool:

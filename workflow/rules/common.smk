@@ -7,7 +7,17 @@ import sys
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
 
-from dtrholes import centrality, crosscheck, maps, paper, paths, plan, settings, stages
+from dtrholes import (
+    centrality,
+    crosscheck,
+    maps,
+    paper,
+    paths,
+    plan,
+    protocol,
+    settings,
+    stages,
+)
 from simulator import UserError
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
@@ -133,7 +143,8 @@ def ranking_input(wildcards):
     once (else concurrent jobs of a trace each computed it, inside their first timed run).
     """
     seed = centrality.ranking_seed(
-        wildcards.policy, PARAMS["policies"][wildcards.policy]
+        protocol.policy_ref(PARAMS, wildcards.policy),
+        protocol.policy_values(PARAMS, wildcards.policy),
     )
     if seed is None:
         return []

@@ -14,6 +14,7 @@ import pytest
 from dtrholes.cli import main, parser
 from simulator import read_trace, simulate
 from tests.support.logs import chain_lines, j, write
+from tests.support.tracegen import random_trace_text
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("dtr-holes")
 RESULT_KEYS = {"outcome", "overhead", "clock", "evictions", "eviction_seq_sha256"}
@@ -228,3 +229,35 @@ def test_protocol_points_prints_the_studys_points_as_csv(tmp_path: Path, capsys)
         err.startswith("dtr-holes: --stage: expected one of ['A', 'C', 'DEV'")
         and err.count("\n") == 1
     )
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "policies.py"
+
+
+def test_simulate_and_map_run_the_example_policy_file(tmp_path: Path, capsys, monkeypatch) -> None:
+    trace = write(tmp_path / "random.log", random_trace_text(4, 40).splitlines())
+    monkeypatch.chdir(EXAMPLES.parents[1])  # as the docs run it, from the project's directory
+    policy = "examples/policies.py:stale_squared"
+    result = run_json(capsys, "--trace", str(trace), "--ratio", "0.5", "--policy", policy)
+    assert result["policy"] == "stale-squared"
+    out = tmp_path / "map.parquet"
+    argv = ["map", "--trace", str(trace), "--from", "0.3", "--to", "0.8", "--out", str(out)]
+    assert main([*argv, "--policy", policy]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("random · stale-squared: ") and out.is_file()
+
+
+def test_map_refuses_a_policy_reading_the_budget(tmp_path: Path, capsys) -> None:
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        "from simulator import policy\n\n\n@policy('short')\ndef short(c):\n"
+        '    """the shortfall"""\n    return c.shortfall / c.size\n'
+    )
+    trace = write(tmp_path / "random.log", random_trace_text(4, 10).splitlines())
+    argv = ["map", "--trace", str(trace), "--from", "0.3", "--to", "0.8", "--out", "m.parquet"]
+    assert main([*argv, "--policy", f"{mine}:short"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "dtr-holes: --policy: expected a policy whose score reads no budget (budget, shortfall):"
+        " not mapped, found short, which certifies single budgets"
+    ]

@@ -221,3 +221,11 @@ def test_the_plan_maps_cheap_series_whole_and_others_around_sampled_regions() ->
     assert not found["policies"]["dtr"]["whole"]
     whole = stages.map_plan(params, peak, {"dtr": listed}, whole=True)
     assert whole["policies"]["dtr"]["ranges"] == [[budgets[0], budgets[-1]]]
+    # A policy whose score reads the budget is not mapped: each run certifies one budget.
+    skipped = stages.map_plan(params, peak, {"dtr": listed}, True, frozenset({"dtr"}))
+    assert skipped["policies"]["dtr"] == {
+        "estimate": 0,
+        "whole": False,
+        "ranges": [],
+        "reads_budget": True,
+    }

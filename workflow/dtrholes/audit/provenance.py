@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 
 from dtrholes import paths, records
 from dtrholes.audit.context import Check, Context, Failure, trace_of
-from simulator import UserError
+from simulator import UserError, get_policy
 
 
 def check_provenance(ctx: Context) -> Check:
@@ -20,8 +20,30 @@ def check_provenance(ctx: Context) -> Check:
         if problem:
             where = f"record {run_ids[0]} (and {len(run_ids) - 1} more of trace {name})"
             failures.append(Failure("provenance", where, problem))
-    failures += _shared_processes(ctx)
+    failures += _shared_processes(ctx) + _policy_files(ctx)
     return Check("provenance", len(ctx.inv.records), tuple(failures), _code_notes(ctx))
+
+
+def _policy_files(ctx: Context) -> list[Failure]:
+    """The records the results cite that ran a policy from a file name that file's sha256 now:
+    an edited file leaves its older records on file, but not in the results."""
+    cited = ctx.inv.cited()
+    using: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for run_id in cited:
+        policy = ctx.inv.records.get(run_id, {}).get("policy", {})
+        if "source" in policy:
+            using[policy["source"], policy["sha256"]].append(run_id)
+    failures = []
+    for (source, sha), run_ids in sorted(using.items()):
+        try:
+            now = get_policy(source).source_sha256
+        except UserError as error:
+            now = f"unreadable ({error})"
+        if now != sha:
+            where = f"record {run_ids[0]} (and {len(run_ids) - 1} more of {source})"
+            message = f"policy file {source} has sha256 {now}, the records {sha}"
+            failures.append(Failure("provenance", where, message))
+    return failures
 
 
 def _shared_processes(ctx: Context) -> list[Failure]:

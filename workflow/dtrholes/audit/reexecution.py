@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dtrholes import fetch, holes, paths, plan, processes, records, runner
 from dtrholes.audit import claims
 from dtrholes.audit.context import Check, Context, Failure, Options, trace_of
-from simulator import UserError
+from simulator import UserError, get_policy
 from simulator.result import interval_top
 
 
@@ -150,7 +150,18 @@ def _rerun(ctx: Context, record: dict) -> list[Failure]:
     if isinstance(trace, str):
         message = f"not rerun: trace {name} is not the one on file (see provenance)"
         return [Failure("re-execution", where, message)]
-    request = records.request_of(record)
+    try:
+        request = records.request_of(record)
+    except UserError as error:  # a policy file gone or broken
+        return [Failure("re-execution", where, f"not rerun: {error}")]
+    if request.policy_source is not None:
+        now = get_policy(request.policy_source).source_sha256
+        if now != request.policy_sha256:
+            message = (
+                f"not rerun: policy file {request.policy_source} has sha256 {now}, the record"
+                f" {request.policy_sha256}"
+            )
+            return [Failure("re-execution", where, message)]
     result = runner.execute(request, trace, ctx.options.results).to_dict()
     again, stated = _canonical(result), _canonical(record["result"])
     if again == stated:

@@ -47,7 +47,11 @@ def count(text: str) -> int:
 
 def add_policy(p: argparse.ArgumentParser) -> None:
     """The options of a command that runs one policy: its name and parameters."""
-    p.add_argument("--policy", default="dtr", help="one of: " + ", ".join(POLICIES))
+    p.add_argument(
+        "--policy",
+        default="dtr",
+        help="one of: " + ", ".join(POLICIES) + "; or file.py:name, module:name (your own)",
+    )
     p.add_argument(
         "--param",
         type=param,

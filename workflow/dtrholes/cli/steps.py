@@ -359,11 +359,14 @@ def _map_plan(args: argparse.Namespace) -> None:
     for record in listed:
         by_policy.setdefault(record["policy"]["name"], []).append(record)
     peak = stages.read_output(args.baseline)["peak_memory"]
-    found = stages.map_plan(plan.parameters(args.spec), peak, by_policy, args.whole)
+    unmapped = frozenset(p for p, found in by_policy.items() if stages.reads_budget(found))
+    found = stages.map_plan(plan.parameters(args.spec), peak, by_policy, args.whole, unmapped)
     jobs = [str(p) for p in args.jobs]  # what the plan was made from: a later series is newer
     files.write_json(args.out, {"trace": args.trace, "jobs": jobs, **found})
     for policy, p in found["policies"].items():
         what = "whole range" if p["whole"] else f"{len(p['ranges'])} neighbourhoods"
+        if p.get("reads_budget"):
+            what = "not mapped (its score reads the budget)"
         print(f"{args.trace} {policy}: {what}, about {p['estimate']:,} runs for the whole range")
 
 

@@ -159,13 +159,17 @@ def _map(args: argparse.Namespace) -> None:
     if span.last < span.first:
         raise UserError("--from/--to", "--from no higher than --to", f"{args.low} > {args.high}")
     policy = get_policy(args.policy)
+    if policy.budget_dependent:
+        expected = "a policy whose score reads no budget (budget, shortfall): not mapped"
+        raise UserError("--policy", expected, f"{policy.name}, which certifies single budgets")
     central = centrality.for_policy(trace, args.policy, params)
     resolved = policy.resolve(params)
-    replayer = Replayer(trace, policy.name, params, args.cap, central)
+    replayer = Replayer(trace, policy, params, args.cap, central)
+    source = {"policy_source": policy.source, "policy_sha256": policy.source_sha256}
 
     def run(budget: int) -> tuple[Result, str]:
-        request = Request(trace.name, trace.sha256, policy.name, resolved, budget, None, args.cap)
-        return replayer.simulate(budget), request.run_id
+        asked = (trace.name, trace.sha256, policy.name, resolved, budget, None, args.cap)
+        return replayer.simulate(budget), Request(*asked, **source).run_id
 
     tiles = (
         tile
