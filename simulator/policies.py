@@ -289,7 +289,7 @@ def _module_file(module: str, spec: str) -> Path:
 def _load(spec: str, path: str, attribute: str, sha256: str) -> Policy:
     module = _import(path, sha256)
     found = getattr(module, attribute, None)
-    shown = _shown(path)
+    shown = scoring.relative(path)
     if not isinstance(found, Policy):
         names = [k for k, v in vars(module).items() if isinstance(v, Policy)]
         expected = "a function decorated with @policy, one of: " + (", ".join(names) or "none")
@@ -299,13 +299,6 @@ def _load(spec: str, path: str, attribute: str, sha256: str) -> Policy:
         raise PolicyError(f"{shown}:{line}", "a name no built-in policy has", repr(found.name))
     _probe(found)
     return replace(found, source=spec, source_sha256=sha256)
-
-
-def _shown(path: str) -> str:
-    try:
-        return str(Path(path).relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return path
 
 
 def _import(path: str, sha256: str):
@@ -318,7 +311,7 @@ def _import(path: str, sha256: str):
         raise
     except SyntaxError as error:
         raise PolicyError(
-            f"{_shown(path)}:{error.lineno}", "Python that compiles", error.msg
+            f"{scoring.relative(path)}:{error.lineno}", "Python that compiles", error.msg
         ) from None
     except Exception as error:  # the user's module: any failure is theirs to see
         raise PolicyError(
@@ -333,7 +326,7 @@ def _where_raised(error: BaseException, path: str) -> str:
     for frame in traceback.extract_tb(error.__traceback__):
         if Path(frame.filename).resolve() == Path(path).resolve():
             line = frame.lineno
-    return f"{_shown(path)}:{line}" if line else _shown(path)
+    return f"{scoring.relative(path)}:{line}" if line else scoring.relative(path)
 
 
 def _told(error: BaseException) -> str:

@@ -183,10 +183,11 @@ def _parse(function) -> tuple[str, int, ast.FunctionDef]:
     first = node.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
         node.body = node.body[1:] or [ast.Pass()]  # a docstring is not code
-    return _relative(file), line, node
+    return relative(file), line, node
 
 
-def _relative(file: str) -> str:
+def relative(file: str) -> str:
+    """A file's path as messages name it: relative to the working directory when inside it."""
     path = Path(file)
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
