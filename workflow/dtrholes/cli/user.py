@@ -1,4 +1,5 @@
-"""The commands for users (simulate, explain, map, edge, protocol, audit), parsers by handlers."""
+"""The commands for users (simulate, explain, map, edge, protocol, audit, trace-torch), parsers
+by handlers."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from dtrholes import (
     plan,
     protocol,
     stages,
+    torchtrace,
 )
 from dtrholes.cli import shared
 from dtrholes.records import Request
@@ -339,7 +341,62 @@ def _audit(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _add_trace_torch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "trace-torch",
+        help="record one training step of a PyTorch model as a trace (the optional torch extra)",
+    )
+    p.add_argument(
+        "--factory",
+        required=True,
+        help="module:function or file.py:function returning (model, inputs) or "
+        "(model, inputs, loss of the output)",
+    )
+    p.add_argument("--out", type=shared.out_file, required=True, help="the trace (.log) to write")
+    p.add_argument(
+        "--cost",
+        choices=torchtrace.COST_MODELS,
+        default="flops",
+        help="operator costs: measured CPU time, FLOPs plus a floor, or a GPU roofline",
+    )
+    p.add_argument("--repeats", type=shared.positive, default=5, help="measured: runs per call")
+    p.add_argument("--flops-per-ns", type=float, default=10.0, help="flops: throughput")
+    p.add_argument("--floor-ns", type=shared.count, default=1000, help="flops: cost per call")
+    p.add_argument("--gpu", choices=sorted(torchtrace.GPUS), default="v100", help="roofline")
+    p.add_argument(
+        "--fake",
+        action="store_true",
+        help="shapes only (FakeTensorMode): no memory, no arithmetic; not with measured costs",
+    )
+    p.add_argument("--optimizer", choices=torchtrace.OPTIMIZERS, default="none")
+    p.add_argument("--seed", type=shared.count, default=0, help="torch.manual_seed before all")
+    p.set_defaults(run=_trace_torch)
+
+
+def _trace_torch(args: argparse.Namespace) -> None:
+    costs = torchtrace.CostModel(
+        args.cost, args.repeats, args.flops_per_ns, args.floor_ns, args.gpu
+    )
+    text = torchtrace.trace_step(
+        args.factory, costs, fake=args.fake, optimizer=args.optimizer, seed=args.seed
+    )
+    files.write_text(args.out, text)
+    trace = fetch.load_trace(str(args.out), fetch.default_data_dir())
+    print(
+        f"{args.out}: {trace.n_ops:,} operators, peak memory {peak_memory(trace):,} bytes, "
+        f"sha256 {trace.sha256}"
+    )
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     """The user commands, in the order `--help` lists them."""
-    for command in (_add_simulate, _add_explain, _add_map, _add_edge, _add_protocol, _add_audit):
+    for command in (
+        _add_simulate,
+        _add_explain,
+        _add_map,
+        _add_edge,
+        _add_protocol,
+        _add_audit,
+        _add_trace_torch,
+    ):
         command(sub)
