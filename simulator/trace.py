@@ -369,6 +369,20 @@ def parse_trace(data: bytes, source: str, name: str | None = None) -> Trace:
     return _finish(b, name or Path(source).stem, hashlib.sha256(data).hexdigest())
 
 
+def provenance(data: bytes) -> dict | None:
+    """What the trace's first line, an `ANNOTATE PROVENANCE` before START, says of its origin
+    (the tracer, the cost model, a cost perturbation), or None: DTR's own traces have none."""
+    first = data.split(b"\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(obj, dict) and obj.get("ANNOTATION") == "PROVENANCE":
+        given = obj.get("PROVENANCE")
+        return given if isinstance(given, dict) else None
+    return None
+
+
 def read_trace(path: str | Path, name: str | None = None) -> Trace:
     """Parse a `.log` trace file."""
     path = Path(path)

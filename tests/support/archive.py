@@ -28,13 +28,17 @@ ARCHIVE_NAME = "dtr-logs.zip"
 
 
 class Entry(NamedTuple):
-    """One row of the trace sheet."""
+    """One row of the trace sheet (the study's rows: each names a member of DTR's archive)."""
 
     name: str
-    member: str
+    file: str
     sha256: str
     role: str
     title: str
+
+    @property
+    def member(self) -> str:
+        return self.file.removeprefix(ARCHIVE_NAME + ":")
 
 
 def archive_source() -> str:
@@ -69,6 +73,7 @@ def fetch_archive(directory: Path, source: str) -> Path:
     assert found == ARCHIVE_SHA256, f"{source}: sha256 {found}, expected {ARCHIVE_SHA256}"
     with zipfile.ZipFile(target) as archive:
         for e in read_sheet():
+            assert e.file.startswith(ARCHIVE_NAME + ":"), f"{e.name}: not an archive member"
             found = hashlib.sha256(archive.read(e.member)).hexdigest()
             assert found == e.sha256, f"{source}:{e.member}: sha256 {found}, expected {e.sha256}"
     return target

@@ -12,7 +12,7 @@ import pytest
 from dtrholes import torchtrace
 from dtrholes.cli import main
 from simulator import budget_for, peak_memory, simulate
-from simulator.trace import parse_trace, read_trace
+from simulator.trace import parse_trace, provenance, read_trace
 from tests.support.archive import entry
 
 torch = pytest.importorskip("torch", reason=torchtrace.EXTRA_MISSING)
@@ -99,7 +99,7 @@ def test_provenance_heads_the_trace():
     assert given["torch"] == torch.__version__
     assert given["costs"]["model"] == "roofline" and given["costs"]["gpu"] == "a100"
     assert given["optimizer"] == "sgd"
-    assert torchtrace.provenance(text) == given
+    assert provenance(text.encode()) == given
 
 
 def test_in_place_writes_are_mutations():
@@ -118,7 +118,7 @@ def test_measured_costs_are_positive_and_name_the_processor():
     text = torchtrace.trace_step(factory("mlp"), costs)
     calls = [json.loads(x) for x in text.splitlines() if '"CALL"' in x]
     assert all(int(c["TIME"]) > 0 for c in calls)
-    assert torchtrace.provenance(text)["costs"]["processor"]
+    assert provenance(text.encode())["costs"]["processor"]
 
 
 def test_flops_costs_follow_the_formula():

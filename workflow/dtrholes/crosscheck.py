@@ -225,8 +225,9 @@ def _timeout(waited: float) -> dict:
 def trace_log(
     name: str, data_dir: Path, archive: str | None, sheet: Path, out_dir: Path | None = None
 ) -> Path:
-    """The raw .log of trace `name`, copied once out of the verified archive in data_dir into
-    `out_dir` (default data_dir/logs). A path ending in .log is returned as it is.
+    """The raw .log of trace `name`, written once (verified: from the archive in data_dir, your
+    own file, or generated) into `out_dir` (default data_dir/logs). A path ending in .log is
+    returned as it is.
     """
     if name.endswith(".log"):
         return Path(name)
@@ -234,11 +235,7 @@ def trace_log(
     target = Path(out_dir or Path(data_dir) / "logs") / f"{entry.name}-{entry.sha256[:16]}.log"
     if target.is_file() and fetch.sha256_file(target) == entry.sha256:
         return target
-    path = fetch.fetch_archive(Path(data_dir), archive, sheet=sheet)
-    with zipfile.ZipFile(path) as z:
-        data = z.read(entry.member)
-    if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise fetch.FetchError(f"{path}:{entry.member}", f"sha256 {entry.sha256}", "other bytes")
+    data, _ = fetch.trace_bytes(entry, Path(data_dir), archive, sheet=sheet)
     files.write_bytes(target, data)
     return target
 

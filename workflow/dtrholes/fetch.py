@@ -1,4 +1,10 @@
-"""Fetching DTR's trace archive, reading the trace sheet and loading (cached) compiled traces."""
+"""Fetching DTR's trace archive, reading the trace sheet and loading (cached) compiled traces.
+
+A sheet row's `file` is a member of DTR's archive (`dtr-logs.zip:logs/...log`), a trace file of
+your own (a path, relative to the working directory), or a trace generated from another row by
+a cost perturbation (`recost:<trace>:<recipe>`, see dtrholes.recost); whichever it is, its bytes
+must have the row's sha256.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtrholes import files
+from dtrholes import files, recost
 from simulator import store
 from simulator.errors import TraceError, UserError
-from simulator.trace import Trace, read_archive_member, read_trace
+from simulator.trace import Trace, parse_trace, read_trace
 
 ARCHIVE_URL = (
     "https://github.com/uwsampl/dtr-prototype/raw/"
@@ -33,8 +39,12 @@ TIMEOUT_S = 60
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SHEET = REPO_ROOT / "config" / "traces.tsv"
-SHEET_COLUMNS = ("name", "member", "sha256", "role", "title")
-ROLES = ("development", "confirmatory")
+SHEET_COLUMNS = ("name", "file", "sha256", "role", "title")
+ROLES = ("development", "confirmatory", "own")
+"""The study's roles (protocol/PROTOCOL.md), and `own`: a trace outside the protocol, run with
+the `own` setting (or when named in `traces`) through the broader sweep's stages."""
+ARCHIVE_PREFIX = "dtr-logs.zip:"
+RECOST_PREFIX = "recost:"
 
 
 class FetchError(UserError):
@@ -50,10 +60,29 @@ class TraceEntry:
     """One row of the trace sheet."""
 
     name: str
-    member: str
+    file: str
     sha256: str
     role: str
     title: str
+
+    @property
+    def member(self) -> str | None:
+        """The member of DTR's archive the row names, or None."""
+        prefixed = self.file.startswith(ARCHIVE_PREFIX)
+        return self.file.removeprefix(ARCHIVE_PREFIX) if prefixed else None
+
+    @property
+    def derived(self) -> tuple[str, recost.Recipe] | None:
+        """The trace and cost perturbation a generated row derives from, or None."""
+        if not self.file.startswith(RECOST_PREFIX):
+            return None
+        base, _, recipe = self.file.removeprefix(RECOST_PREFIX).partition(":")
+        return base, recost.Recipe.parse(recipe, f"trace {self.name}")
+
+    @property
+    def path(self) -> Path | None:
+        """The trace file of your own the row names, or None."""
+        return None if self.member or self.derived else Path(self.file)
 
 
 def default_data_dir() -> Path:
@@ -71,11 +100,25 @@ def sha256_file(path: Path) -> str:
 
 _CELL_CHECKS: dict[str, tuple[Callable[[str], bool], str]] = {
     "name": (lambda v: re.fullmatch(r"[a-z0-9_]+", v) is not None, "a name of [a-z0-9_]"),
-    "member": (lambda v: v.endswith(".log"), "an archive member ending in .log"),
+    "file": (
+        lambda v: v.endswith(".log") or _is_recipe(v),
+        f"a .log path, {ARCHIVE_PREFIX}<member>.log or {RECOST_PREFIX}<trace>:<recipe>",
+    ),
     "sha256": (lambda v: re.fullmatch(r"[0-9a-f]{64}", v) is not None, "64 lowercase hex digits"),
     "role": (lambda v: v in ROLES, "a role among " + ", ".join(ROLES)),
     "title": (lambda v: v != "", "a non-empty title"),
 }
+
+
+def _is_recipe(value: str) -> bool:
+    base, sep, recipe = value.removeprefix(RECOST_PREFIX).partition(":")
+    if not value.startswith(RECOST_PREFIX) or not sep:
+        return False
+    try:
+        recost.Recipe.parse(recipe)
+    except UserError:
+        return False
+    return re.fullmatch(r"[a-z0-9_]+", base) is not None
 
 
 def _parse_row(where: str, text: str) -> TraceEntry:
@@ -90,7 +133,7 @@ def _parse_row(where: str, text: str) -> TraceEntry:
 
 
 def read_sheet(path: str | Path = DEFAULT_SHEET) -> list[TraceEntry]:
-    """Read the trace sheet (tab-separated, header `name member sha256 role title`)."""
+    """Read the trace sheet (tab-separated, header `name file sha256 role title`)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -106,6 +149,8 @@ def read_sheet(path: str | Path = DEFAULT_SHEET) -> list[TraceEntry]:
         entry = _parse_row(f"{path}:{number}", text)
         if entry.name in entries:
             raise SheetError(f"{path}:{number}", "a name not listed before", repr(entry.name))
+        if entry.derived and entry.derived[0] not in entries:
+            raise SheetError(f"{path}:{number}", "a recost of a trace listed above", entry.file)
         entries[entry.name] = entry
     if not entries:
         raise SheetError(str(path), "at least one trace row", "none")
@@ -157,7 +202,7 @@ def _verify(source: str, path: Path, entries: list[TraceEntry]) -> None:
         raise FetchError(source, f"sha256 {ARCHIVE_SHA256}", f"sha256 {found}")
     with zipfile.ZipFile(path) as archive:
         names = set(archive.namelist())
-        for entry in entries:
+        for entry in (e for e in entries if e.member):
             where = f"{source}:{entry.member}"
             if entry.member not in names:
                 raise FetchError(where, "the archive member listed in the trace sheet", "none")
@@ -205,6 +250,36 @@ def _cached(path: Path, sha256: str) -> Trace | None:
         return None  # a damaged cache entry is rebuilt, not reported
 
 
+def trace_bytes(
+    entry: TraceEntry, data_dir: Path, archive: str | None = None, *, sheet: str | Path
+) -> tuple[bytes, str]:
+    """The row's trace bytes, checked against its sha256, and the label errors name them by:
+    read from the archive (fetched into data_dir if needed), from the file, or generated."""
+    if entry.member:
+        path = fetch_archive(data_dir, archive, sheet=sheet)
+        label = f"{path}:{entry.member}"
+        try:
+            with zipfile.ZipFile(path) as zf:
+                data = zf.read(entry.member)
+        except (OSError, KeyError, zipfile.BadZipFile) as exc:
+            raise TraceError(label, 0, "a readable archive member", str(exc)) from None
+    elif entry.derived:
+        base, recipe = entry.derived
+        label = f"{sheet}: {entry.name} ({entry.file})"
+        source, _ = trace_bytes(find_entry(base, sheet), data_dir, archive, sheet=sheet)
+        data = recost.recost(source, label, recipe)
+    else:
+        label = str(entry.path)
+        try:
+            data = entry.path.read_bytes()
+        except OSError as exc:
+            raise TraceError(label, 0, "a readable trace file", exc.strerror or str(exc)) from None
+    found = hashlib.sha256(data).hexdigest()
+    if found != entry.sha256:
+        raise FetchError(label, f"sha256 {entry.sha256} (the trace sheet's)", found)
+    return data, label
+
+
 def load_trace(
     name_or_path: str,
     data_dir: Path,
@@ -212,9 +287,9 @@ def load_trace(
     *,
     sheet: str | Path = DEFAULT_SHEET,
 ) -> Trace:
-    """A trace by sheet name (fetched, compiled and cached under data_dir) or by file path.
-
-    A path ending in .log is parsed directly, one ending in .parquet is read as a stored trace.
+    """A trace by sheet name (read or generated, verified, compiled and cached under data_dir)
+    or by file path. A path ending in .log is parsed directly, one ending in .parquet is read
+    as a stored trace.
     """
     if name_or_path.endswith(".log"):
         return read_trace(name_or_path)
@@ -224,7 +299,7 @@ def load_trace(
     cache = compiled_path(data_dir, entry)
     trace = _cached(cache, entry.sha256)
     if trace is None:
-        path = fetch_archive(data_dir, archive, sheet=sheet)
-        trace = read_archive_member(path, entry.member, entry.name)
+        data, label = trace_bytes(entry, data_dir, archive, sheet=sheet)
+        trace = parse_trace(data, label, entry.name)
         store.save_trace(trace, cache)
     return trace

@@ -428,13 +428,3 @@ def _optimizer(torch, name: str, params: list):
     if name == "adam":
         return torch.optim.Adam(params, lr=1e-3)
     return None
-
-
-def provenance(text: str) -> dict | None:
-    """The provenance header of a trace trace-torch wrote, or None (e.g. DTR's own traces)."""
-    first = text.split("\n", 1)[0]
-    try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        return None
-    return obj.get("PROVENANCE") if isinstance(obj, dict) else None

@@ -24,7 +24,7 @@ NAMES = [
     "unet",
     "unroll_gan",
 ]
-HEADER = "name\tmember\tsha256\trole\ttitle\n"
+HEADER = "name\tfile\tsha256\trole\ttitle\n"
 
 
 def leftovers(directory: Path) -> list[Path]:
@@ -108,6 +108,7 @@ def test_sheet_lists_the_eight_traces() -> None:
     assert [e.name for e in entries] == NAMES
     assert {e.name for e in entries if e.role == "development"} == {"lstm", "resnet32"}
     assert all(e.member.startswith("logs/") and len(e.sha256) == 64 for e in entries)
+    assert all(e.file == fetch.ARCHIVE_PREFIX + e.member for e in entries)
 
 
 def test_sheet_members_exist_in_the_archive(archive: Path) -> None:
@@ -115,7 +116,7 @@ def test_sheet_members_exist_in_the_archive(archive: Path) -> None:
     assert {e.member for e in fetch.read_sheet()} <= members
 
 
-GOOD_ROW = f"unet\tlogs/unet.log\t{'a' * 64}\tconfirmatory\tU-Net (6)\n"
+GOOD_ROW = f"unet\tdtr-logs.zip:logs/unet.log\t{'a' * 64}\tconfirmatory\tU-Net (6)\n"
 
 
 @pytest.mark.parametrize(
@@ -127,7 +128,20 @@ GOOD_ROW = f"unet\tlogs/unet.log\t{'a' * 64}\tconfirmatory\tU-Net (6)\n"
         (HEADER + GOOD_ROW.replace("a" * 64, "xyz"), 2, "sha256"),
         (HEADER + GOOD_ROW.replace("confirmatory", "exploratory"), 2, "role"),
         (HEADER + GOOD_ROW.replace("unet\t", "U Net\t"), 2, "name"),
-        (HEADER + GOOD_ROW.replace(".log", ".txt"), 2, "member"),
+        (HEADER + GOOD_ROW.replace(".log", ".txt"), 2, "file"),
+        (
+            HEADER
+            + GOOD_ROW
+            + GOOD_ROW.replace("unet\tdtr-logs.zip:logs/unet.log", "u2\trecost:unet:gauss"),
+            3,
+            "file",
+        ),
+        (
+            HEADER
+            + GOOD_ROW.replace("unet\tdtr-logs.zip:logs/unet.log", "u2\trecost:unet:uniform"),
+            2,
+            "a recost of a trace listed above",
+        ),
         (HEADER + GOOD_ROW + GOOD_ROW, 3, "not listed before"),
     ],
 )
@@ -172,7 +186,7 @@ def test_second_load_reuses_the_compiled_trace(
     def must_not_parse(*args, **kwargs):
         raise AssertionError("the cached trace was parsed again")
 
-    monkeypatch.setattr(fetch, "read_archive_member", must_not_parse)
+    monkeypatch.setattr(fetch, "parse_trace", must_not_parse)
     second = fetch.load_trace("unet", tmp_path, str(archive))
     assert cache.stat().st_mtime_ns == mtime
     assert_same_trace(first, second)
@@ -221,3 +235,42 @@ def test_the_tests_read_the_archive_the_workflow_fetches() -> None:
     assert ours == (fetch.ARCHIVE_URL, fetch.ARCHIVE_SHA256, fetch.ARCHIVE_ENV, fetch.ARCHIVE_NAME)
     assert support.SHEET == fetch.DEFAULT_SHEET
     assert support.read_sheet() == [tuple(dataclasses.astuple(e)) for e in fetch.read_sheet()]
+
+
+def sheet_with(tmp_path: Path, *rows: str) -> Path:
+    """The study's sheet with `rows` (tab-separated cells) added below it."""
+    sheet = tmp_path / "traces.tsv"
+    sheet.write_text(fetch.DEFAULT_SHEET.read_text() + "".join(r + "\n" for r in rows))
+    return sheet
+
+
+def test_a_trace_file_of_your_own_is_read_and_checked(tmp_path: Path, archive: Path) -> None:
+    data = zipfile.ZipFile(archive).read(fetch.find_entry("resnet32").member)
+    mine = tmp_path / "mine.log"
+    mine.write_bytes(data)
+    good = hashlib.sha256(data).hexdigest()
+    sheet = sheet_with(tmp_path, f"mine\t{mine}\t{good}\town\tMine")
+    trace = fetch.load_trace("mine", tmp_path / "data", str(archive), sheet=sheet)
+    assert trace.name == "mine" and trace.sha256 == good
+    assert fetch.find_entry("mine", sheet).path == mine
+    mine.write_bytes(data + b"\n")  # edited after the sheet was written: refused
+    sheet = sheet_with(tmp_path, f"mine2\t{mine}\t{good}\town\tMine")
+    with pytest.raises(fetch.FetchError) as caught:
+        fetch.load_trace("mine2", tmp_path / "data", str(archive), sheet=sheet)
+    assert str(mine) in str(caught.value) and good in str(caught.value)
+
+
+def test_a_generated_trace_is_made_and_checked(tmp_path: Path, archive: Path) -> None:
+    recipe = "recost:unet:lognormal:0.05:3"
+    base = fetch.load_trace("unet", tmp_path / "data", str(archive))
+    sheet = sheet_with(tmp_path, f"noisy\t{recipe}\t{'0' * 64}\town\tU-Net, noisy")
+    with pytest.raises(fetch.FetchError) as caught:
+        fetch.load_trace("noisy", tmp_path / "data", str(archive), sheet=sheet)
+    made = str(caught.value).rsplit(" ", 1)[-1]  # the error names the sha256 it found
+    assert len(made) == 64 and recipe in str(caught.value)
+    sheet = sheet_with(tmp_path, f"noisy\t{recipe}\t{made}\town\tU-Net, noisy")
+    noisy = fetch.load_trace("noisy", tmp_path / "data", str(archive), sheet=sheet)
+    assert noisy.sha256 == made
+    assert list(noisy.tensor_size) == list(base.tensor_size)
+    assert list(noisy.cmd_kind) == list(base.cmd_kind)
+    assert list(noisy.op_cost) != list(base.op_cost)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dtrholes import evidence, fetch
-from simulator import Trace, parse_trace
+from simulator import Trace, UserError, parse_trace
 
 SEED = 20261129
 
@@ -89,15 +87,8 @@ def _parse(options: Options, sheet: dict[str, fetch.TraceEntry], name: str) -> T
     entry = sheet.get(name)
     if entry is None:
         return f"trace {name} is not in the trace sheet"
-    archive = options.data / fetch.ARCHIVE_NAME
-    if not archive.is_file():
-        fetch.fetch_archive(options.data, sheet=options.sheet)
-    try:
-        with zipfile.ZipFile(archive) as z:
-            data = z.read(entry.member)
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
-        return f"{archive}:{entry.member} is unreadable ({exc})"
-    found = hashlib.sha256(data).hexdigest()
-    if found != entry.sha256:
-        return f"{archive}:{entry.member} has sha256 {found}, the trace sheet {entry.sha256}"
-    return parse_trace(data, f"{archive}:{entry.member}", name)
+    try:  # the archive's member, your own file, or the generated trace, each checked
+        data, label = fetch.trace_bytes(entry, options.data, sheet=options.sheet)
+    except UserError as exc:
+        return str(exc)
+    return parse_trace(data, label, name)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from dtrholes import explain, explanation, fetch, files, maps, plan, protocol, stages
+from dtrholes import explain, explanation, fetch, files, maps, plan, protocol, recost, stages
 from simulator import POLICIES, UserError
 
 
@@ -19,6 +19,15 @@ def param(text: str) -> tuple[str, float]:
         return name, float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, found {text!r}") from None
+
+
+def recipe(text: str) -> recost.Recipe:
+    try:
+        return recost.Recipe.parse(text)
+    except UserError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected {error.expected}, found {error.found}"
+        ) from None
 
 
 def out_file(text: str) -> Path:

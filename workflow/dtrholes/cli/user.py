@@ -1,10 +1,11 @@
-"""The commands for users (simulate, explain, map, edge, protocol, audit, trace-torch), parsers
-by handlers."""
+"""The commands for users (simulate, explain, map, edge, protocol, audit, trace-torch, recost),
+parsers by handlers."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ from dtrholes import (
     paths,
     plan,
     protocol,
+    recost,
     stages,
     torchtrace,
 )
@@ -388,6 +390,39 @@ def _trace_torch(args: argparse.Namespace) -> None:
     )
 
 
+def _add_recost(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recost", help="a trace with perturbed operator costs (cost-noise study)")
+    p.add_argument("--trace", required=True, help="trace name from the trace sheet, or a .log path")
+    p.add_argument(
+        "--recipe",
+        required=True,
+        type=shared.recipe,
+        help="lognormal:<sigma>:<seed> (each cost times exp(sigma z)), uniform (every operator "
+        "the mean cost) or size (each operator the bytes it allocates)",
+    )
+    p.add_argument("--out", type=shared.out_file, required=True, help="the trace (.log) to write")
+    p.add_argument("--archive", default=None, help="trace archive file or URL")
+    shared.add_sheet(p)
+    p.set_defaults(run=_recost)
+
+
+def _recost(args: argparse.Namespace) -> None:
+    if args.trace.endswith(".log"):
+        data, label = Path(args.trace).read_bytes(), args.trace
+    else:
+        entry = fetch.find_entry(args.trace, args.sheet)
+        data, label = fetch.trace_bytes(
+            entry, fetch.default_data_dir(), args.archive, sheet=args.sheet
+        )
+    made = recost.recost(data, label, args.recipe)
+    files.write_bytes(args.out, made)
+    digest = hashlib.sha256(made).hexdigest()
+    print(f"{args.out}: sha256 {digest}")
+    if not args.trace.endswith(".log"):
+        row = f"recost:{args.trace}:{args.recipe}\t{digest}\town"
+        print(f"as a trace sheet row: <name>\t{row}\t<title>")
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     """The user commands, in the order `--help` lists them."""
     for command in (
@@ -398,5 +433,6 @@ def add(sub: argparse._SubParsersAction) -> None:
         _add_protocol,
         _add_audit,
         _add_trace_torch,
+        _add_recost,
     ):
         command(sub)
