@@ -254,9 +254,12 @@ def trace_bytes(
     entry: TraceEntry, data_dir: Path, archive: str | None = None, *, sheet: str | Path
 ) -> tuple[bytes, str]:
     """The row's trace bytes, checked against its sha256, and the label errors name them by:
-    read from the archive (fetched into data_dir if needed), from the file, or generated."""
+    read from the archive in data_dir (fetched there if missing; as it is otherwise, so that an
+    edited member is refused, not replaced), from the file, or generated."""
     if entry.member:
-        path = fetch_archive(data_dir, archive, sheet=sheet)
+        path = Path(data_dir) / ARCHIVE_NAME
+        if not path.is_file():
+            path = fetch_archive(data_dir, archive, sheet=sheet)
         label = f"{path}:{entry.member}"
         try:
             with zipfile.ZipFile(path) as zf:

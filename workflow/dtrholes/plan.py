@@ -109,30 +109,47 @@ def stage_policies(params: dict, stage: str, broad: bool = False) -> list[str]:
     return [p for p in params["policies"] if p in params["frozen"]]
 
 
-def stage_a_points(params: dict, trace: str, broad: bool = False) -> list[Point]:
+def trace_seed(sha256: str) -> int:
+    """The seed of an own trace's draws (it has no place in the protocol's order): the first 64
+    bits of its sha256."""
+    return int(sha256[:16], 16)
+
+
+def stage_a_points(
+    params: dict, trace: str, broad: bool = False, own_sha256: str | None = None
+) -> list[Point]:
     """Stage A: every grid ratio once, and a seeded share of them `count` times in all. One
-    generator draws the repeated ratios of every trace in the study's order, as the study did."""
+    generator draws the repeated ratios of every trace in the study's order, as the study did;
+    an own trace (`own_sha256` given) has its own, seeded with `trace_seed`."""
     ratios = grid(**params["stage_a"]["ratios"])
     repeats = params["stage_a"]["repeats"]
-    rng = random.Random(repeats["seed"])
-    for name in sampled_traces(params, broad):
-        chosen = rng.sample(ratios, round(repeats["share"] * len(ratios)))
-        if name == trace:
-            counts = [repeats["count"] if r in chosen else 1 for r in ratios]
-            return [Point(r, i) for r, n in zip(ratios, counts, strict=True) for i in range(n)]
-    return []
+    share = round(repeats["share"] * len(ratios))
+    if own_sha256 is not None:
+        chosen = random.Random(trace_seed(own_sha256)).sample(ratios, share)
+    else:
+        rng = random.Random(repeats["seed"])
+        draws = {name: rng.sample(ratios, share) for name in sampled_traces(params, broad)}
+        if trace not in draws:
+            return []
+        chosen = draws[trace]
+    counts = [repeats["count"] if r in chosen else 1 for r in ratios]
+    return [Point(r, i) for r, n in zip(ratios, counts, strict=True) for i in range(n)]
 
 
-def stage_c_points(params: dict, trace: str, broad: bool = False) -> list[Point]:
+def stage_c_points(
+    params: dict, trace: str, broad: bool = False, own_sha256: str | None = None
+) -> list[Point]:
     """Stage C, the study's draw: per trace a generator seeded with `seed` plus the trace's
-    index in the study's order; in each Stage A interval (low = start + i * step, unrounded)
-    `dense` samples below `dense_below`, else `sparse`, each low + fine step * randint(1, n - 1)
-    rounded to the fine grid, n fine steps per interval. Equal draws are run once."""
+    index in the study's order (an own trace: plus its `trace_seed`); in each Stage A interval
+    (low = start + i * step, unrounded) `dense` samples below `dense_below`, else `sparse`, each
+    low + fine step * randint(1, n - 1) rounded to the fine grid, n fine steps per interval.
+    Equal draws are run once."""
     traces = sampled_traces(params, broad)
-    if "stage_c" not in params or trace not in traces:
+    if "stage_c" not in params or (trace not in traces and own_sha256 is None):
         return []
     spec, a = params["stage_c"], params["stage_a"]["ratios"]
-    rng = random.Random(spec["seed"] + traces.index(trace))
+    offset = trace_seed(own_sha256) if own_sha256 is not None else traces.index(trace)
+    rng = random.Random(spec["seed"] + offset)
     fine = round(a["step"] / spec["step"])
     digits = -math.floor(math.log10(spec["step"]) + 1e-9)
     ratios = []
@@ -179,16 +196,23 @@ def planned_points(params: dict, broad: bool = False) -> list[tuple[str, str, st
 
 
 def stage_points(
-    params: dict, stage: str, trace: str, policy: str, broad: bool = False
+    params: dict,
+    stage: str,
+    trace: str,
+    policy: str,
+    broad: bool = False,
+    own_sha256: str | None = None,
 ) -> list[Point]:
-    """The points a stage that does not depend on outcomes (all but B) asks of a trace × policy."""
-    if stage in paths.SAMPLED and policy not in stage_policies(params, stage, broad):
+    """The points a stage that does not depend on outcomes (all but B) asks of a trace × policy;
+    an own trace (`own_sha256` given) runs the broader sweep's samples, seeded by its sha256."""
+    own = own_sha256 is not None
+    if stage in paths.SAMPLED and policy not in stage_policies(params, stage, broad or own):
         return []
     if stage == paths.STAGE_A:
-        return stage_a_points(params, trace, broad)
+        return stage_a_points(params, trace, broad, own_sha256)
     if stage == paths.STAGE_C:
-        return stage_c_points(params, trace, broad)
-    return set_points(params, stage, trace, policy)
+        return stage_c_points(params, trace, broad, own_sha256)
+    return [] if own else set_points(params, stage, trace, policy)
 
 
 def refine_intervals(

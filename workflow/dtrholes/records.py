@@ -48,6 +48,7 @@ class Request:
     amendments: tuple[str, ...] = ()
     policy_source: str | None = None  # file.py:name of a policy from a file, else None
     policy_sha256: str | None = None  # of that file: its content defines the execution
+    trace_origin: str | None = None  # an own trace's file and provenance (JSON), else None
 
     @property
     def policy_ref(self) -> str:
@@ -58,6 +59,7 @@ class Request:
     def run_id(self) -> str:
         defining = asdict(self)
         del defining["protocol_version"], defining["amendments"], defining["policy_source"]
+        del defining["trace_origin"]  # its bytes, which define the execution, are the sha256
         if self.policy_sha256 is None:  # built-ins keep the run ids they always had
             del defining["policy_sha256"]
         canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"))
@@ -86,7 +88,11 @@ def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
     return {
         "record_version": 1,
         "run_id": request.run_id,
-        "trace": {"name": request.trace, "sha256": request.trace_sha256},
+        "trace": {
+            "name": request.trace,
+            "sha256": request.trace_sha256,
+            **(json.loads(request.trace_origin) if request.trace_origin else {}),
+        },
         "policy": _policy(request),
         "budget": request.budget,
         "ratio": request.ratio,

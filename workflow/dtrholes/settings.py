@@ -27,6 +27,12 @@ class Settings:
     traces: tuple[str, ...]
     policies: tuple[str, ...]
 
+    @property
+    def own(self) -> dict[str, str]:
+        """The own traces (role `own`) the run works on, by name, with their sha256: outside
+        the protocol, they run the broader sweep's stages, seeded from the sha256."""
+        return {e.name: e.sha256 for e in self.entries if e.role == "own" and e.name in self.traces}
+
 
 def load(config: dict) -> Settings:
     """Check `config` (filling in the schema's defaults, as Snakemake's validation did) and
@@ -40,7 +46,9 @@ def load(config: dict) -> Settings:
     params = current.parameters
     known = list(params["policies"])
     _known("policies", config["policies"], known, f"the protocol's policies ({', '.join(known)})")
-    traces = config["traces"] or [t for role in params["traces"].values() for t in role]
+    studied = [t for role in params["traces"].values() for t in role]
+    own = [e.name for e in entries if e.role == "own"] if config["own"] else []
+    traces = config["traces"] or studied + own
     return Settings(current, entries, tuple(traces), tuple(config["policies"] or known))
 
 

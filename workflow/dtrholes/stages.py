@@ -73,6 +73,7 @@ class Job:
             amendments=tuple(self.spec["amendments"]),
             policy_source=chosen.source,
             policy_sha256=chosen.source_sha256,
+            trace_origin=origin(self.baseline),
         )
 
     @property
@@ -102,6 +103,15 @@ class Job:
     @property
     def records(self) -> Path:
         return self.results / "records"
+
+
+def origin(baseline: dict) -> str | None:
+    """What the records of an own trace say of it (its sheet file and its provenance line), as
+    the canonical JSON a Request carries; None for the study's traces."""
+    if "file" not in baseline:
+        return None
+    found = {"file": baseline["file"], "provenance": baseline["provenance"]}
+    return json.dumps(found, sort_keys=True, separators=(",", ":"))
 
 
 def load_trace(name: str, data: Path, sheet: Path) -> Trace:

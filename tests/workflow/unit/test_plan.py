@@ -186,3 +186,20 @@ def test_job_specs_hold_only_what_the_job_reads() -> None:
     params = plan.parameters(spec)
     assert params["policies"]["tcontrol-inspired"]["alpha"] == 0.3
     assert params["stage_a"]["ratios"]["step"] == 0.01 and "repeats" not in params["stage_a"]
+
+
+def test_an_own_trace_runs_the_broad_samples_seeded_by_its_sha256() -> None:
+    one, other = "ab" * 32, "cd" * 32
+    a = plan.stage_a_points(PARAMS, "mine", own_sha256=one)
+    assert len(a) == 68 and {p.ratio for p in a} == set(plan.grid(0.05, 0.60, 0.01))
+    assert a == plan.stage_a_points(PARAMS, "another_name", own_sha256=one)  # the bytes decide
+    assert a != plan.stage_a_points(PARAMS, "mine", own_sha256=other)
+    c = plan.stage_c_points(PARAMS, "mine", own_sha256=one)
+    assert 70 <= len(c) <= 80 and c != plan.stage_c_points(PARAMS, "mine", own_sha256=other)
+    # every policy in every sampled stage (as the broader sweep), no fixed points
+    for policy in PARAMS["policies"]:
+        assert plan.stage_points(PARAMS, "C", "mine", policy, own_sha256=one) == c
+    assert plan.stage_points(PARAMS, "DEV", "resnet32", "dtr", own_sha256=one) == []
+    # the study's traces keep their draws
+    assert plan.stage_a_points(PARAMS, "unet") == plan.stage_a_points(PARAMS, "unet", True)
+    assert plan.stage_a_points(PARAMS, "mine") == []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dtrholes import evidence, fetch
 from simulator import Trace, UserError, parse_trace
+from simulator.trace import provenance
 
 SEED = 20261129
 
@@ -69,6 +70,7 @@ class Context:
     inv: evidence.Inventory | None  # None in a rerun worker, which reads no records
     sheet: dict[str, fetch.TraceEntry]
     traces: dict[str, Trace | str] = field(default_factory=dict)  # parsed, or why not
+    origins: dict[str, dict | None] = field(default_factory=dict)  # an own trace's, by name
 
 
 def load(options: Options) -> Context:
@@ -77,18 +79,29 @@ def load(options: Options) -> Context:
 
 
 def trace_of(ctx: Context, name: str) -> Trace | str:
-    """The trace parsed from the archive's bytes, or why it cannot be trusted."""
+    """The trace parsed from its bytes (the archive's member, your own file, or the generated
+    trace, each checked against the sheet's sha256), or why it cannot be trusted."""
     if name not in ctx.traces:
-        ctx.traces[name] = _parse(ctx.options, ctx.sheet, name)
+        ctx.traces[name], ctx.origins[name] = _parse(ctx.options, ctx.sheet, name)
     return ctx.traces[name]
 
 
-def _parse(options: Options, sheet: dict[str, fetch.TraceEntry], name: str) -> Trace | str:
+def origin_of(ctx: Context, name: str) -> dict | None:
+    """What the records of an own trace must say of it (its sheet file and the provenance line
+    of its bytes), None for the study's traces (or one that cannot be read)."""
+    trace_of(ctx, name)
+    return ctx.origins[name]
+
+
+def _parse(
+    options: Options, sheet: dict[str, fetch.TraceEntry], name: str
+) -> tuple[Trace | str, dict | None]:
     entry = sheet.get(name)
     if entry is None:
-        return f"trace {name} is not in the trace sheet"
-    try:  # the archive's member, your own file, or the generated trace, each checked
+        return f"trace {name} is not in the trace sheet", None
+    try:
         data, label = fetch.trace_bytes(entry, options.data, sheet=options.sheet)
     except UserError as exc:
-        return str(exc)
-    return parse_trace(data, label, name)
+        return str(exc), None
+    origin = {"file": entry.file, "provenance": provenance(data)} if entry.role == "own" else None
+    return parse_trace(data, label, name), origin

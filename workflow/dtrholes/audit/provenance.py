@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter, defaultdict
 
 from dtrholes import paths, records
-from dtrholes.audit.context import Check, Context, Failure, trace_of
+from dtrholes.audit.context import Check, Context, Failure, origin_of, trace_of
 from simulator import UserError, get_policy
 
 
@@ -72,6 +72,10 @@ def _record_provenance(ctx: Context, record: dict) -> list[Failure]:
     if entry is None or entry.sha256 != sha:
         stated = entry.sha256 if entry else "no such trace"
         problems.append(f"trace {name} sha256 {sha} is not the trace sheet's ({stated})")
+    elif not isinstance(trace_of(ctx, name), str):
+        told = {k: record["trace"][k] for k in ("file", "provenance") if k in record["trace"]}
+        if told != (origin_of(ctx, name) or {}):
+            problems.append(f"trace {name}'s origin {told} is not its file's")
     version = record["protocol"]["version"]
     render = ctx.inv.renders.get(version)
     if render is None:

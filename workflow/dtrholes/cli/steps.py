@@ -19,6 +19,7 @@ from dtrholes import (
     holes,
     maps,
     maptables,
+    noise,
     paper,
     paths,
     plan,
@@ -28,6 +29,7 @@ from dtrholes import (
 )
 from dtrholes.cli import shared
 from simulator import UserError, peak_memory
+from simulator.trace import provenance
 
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +45,45 @@ def _fetch(args: argparse.Namespace) -> None:
     for entry in fetch.read_sheet(args.sheet):
         trace = fetch.load_trace(entry.name, args.data, str(archive), sheet=args.sheet)
         print(f"{entry.name}: {trace.n_ops} operators, {fetch.compiled_path(args.data, entry)}")
+
+
+def _add_noise_table(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("noise-table", help="the cost-noise study: holes of perturbed traces")
+    p.add_argument("--maps", type=Path, nargs="+", required=True, help="merged maps")
+    p.add_argument("--out", type=Path, required=True, help="one row per region x perturbation")
+    p.add_argument("--markdown", type=Path, required=True)
+    p.add_argument("--figure", type=Path, required=True, help="figure path without suffix")
+    shared.add_sheet(p)
+    p.set_defaults(run=_noise_table)
+
+
+def _noise_table(args: argparse.Namespace) -> None:
+    from dtrholes import figures  # plotting libraries load only for commands that plot
+
+    found = {(m.trace, m.policy): m for m in map(maps.read, args.maps)}
+    series = []
+    for (trace, policy), original in found.items():
+        perturbed = [
+            (p, found[p.name, policy])
+            for p in noise.perturbations(fetch.read_sheet(args.sheet))
+            if p.base == trace and (p.name, policy) in found
+        ]
+        if perturbed:
+            series.append((original, perturbed))
+    if not series:
+        raise UserError("--maps", "the map of a trace and of its perturbations", "none")
+    rows = [r for original, perturbed in series for r in noise.persistence(original, perturbed)]
+    peaks = {original.trace: original.peak for original, _ in series}
+    holes = {
+        (original.trace, p.recipe.sigma): [] for original, perturbed in series for p, _ in perturbed
+    }
+    for original, perturbed in series:
+        for p, m in perturbed:
+            holes[original.trace, p.recipe.sigma].append(len(maps.summarise(m).holes))
+    files.write_table(pa.Table.from_pylist(rows), args.out)
+    files.write_text(args.markdown, noise.markdown(noise.summary(rows, peaks), holes))
+    figures.save(figures.noise(series), args.figure)
+    print(f"{len(series)} traces, {len(rows)} region x perturbation rows")
 
 
 def _add_baseline(sub: argparse._SubParsersAction) -> None:
@@ -62,6 +103,10 @@ def _baseline(args: argparse.Namespace) -> None:
         "peak_memory": peak_memory(trace),
         "model_compute": trace.model_compute,
     }
+    entry = fetch.find_entry(args.trace, args.sheet)
+    if entry.role == "own":  # its origin, which its records name
+        data, _ = fetch.trace_bytes(entry, args.data, sheet=args.sheet)
+        baseline |= {"file": entry.file, "provenance": provenance(data)}
     files.write_json(args.out, baseline)
 
 
@@ -442,6 +487,7 @@ STEPS = (
     _add_rank,
     _add_sweep,
     _add_refine,
+    _add_noise_table,
     _add_edges,
     _add_repeat,
     _add_explain_regions,

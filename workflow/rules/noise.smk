@@ -1,0 +1,22 @@
+rule tabulate_noise:
+    input:
+        noise_maps(),
+    output:
+        table=paths.table("noise"),
+        markdown=report(
+            paths.table("noise", "md"),
+            caption="../report/noise.rst",
+            category="Holes",
+        ),
+        figure=report(
+            multiext(paths.figure("noise"), ".png", ".pdf"),
+            caption="../report/noise.rst",
+            category="Figures",
+        ),
+    log:
+        paths.log("tabulate_noise"),
+    params:
+        sheet=config["trace_sheet"],
+    shell:
+        "{DTR_HOLES} noise-table --maps {input} --sheet {params.sheet} --out {output.table}"
+        " --markdown {output.markdown} --figure results/figures/noise > {log} 2>&1"
