@@ -206,9 +206,10 @@ class _Recorder:
             name = self._fresh_name()
             if cdata in in_storages:
                 alias, size = in_storages.index(cdata), _bytes(t)
-            else:
+            else:  # new memory, unless another output or a live storage holds it already
                 alias = -1
-                size = 0 if cdata in seen else t.untyped_storage().nbytes()
+                held = cdata in seen or cdata in self.storages
+                size = 0 if held else t.untyped_storage().nbytes()
                 seen.add(cdata)
             results.append((name, t, size, alias))
         cost = self._cost(func, args, kwargs, out, inputs, outputs, elapsed, bool(written))
