@@ -383,22 +383,28 @@ def provenance(data: bytes) -> dict | None:
     return None
 
 
-def read_trace(path: str | Path, name: str | None = None) -> Trace:
-    """Parse a `.log` trace file."""
-    path = Path(path)
+def file_bytes(path: str | Path) -> bytes:
+    """A trace file's bytes; TraceError naming the file if it cannot be read."""
     try:
-        data = path.read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
         raise TraceError(str(path), 0, "a readable trace file", exc.strerror or str(exc)) from None
-    return parse_trace(data, str(path), name)
+
+
+def member_bytes(archive: str | Path, member: str) -> bytes:
+    """An archive member's bytes; TraceError naming archive and member if it cannot be read."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            return zf.read(member)
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise TraceError(f"{archive}:{member}", 0, "a readable archive member", str(exc)) from None
+
+
+def read_trace(path: str | Path, name: str | None = None) -> Trace:
+    """Parse a `.log` trace file."""
+    return parse_trace(file_bytes(path), str(path), name)
 
 
 def read_archive_member(archive: str | Path, member: str, name: str | None = None) -> Trace:
     """Parse one member of a trace archive (such as simrd's `logs.zip`) without unpacking it."""
-    label = f"{archive}:{member}"
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            data = zf.read(member)
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
-        raise TraceError(label, 0, "a readable archive member", str(exc)) from None
-    return parse_trace(data, label, name)
+    return parse_trace(member_bytes(archive, member), f"{archive}:{member}", name)

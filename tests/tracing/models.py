@@ -1,4 +1,4 @@
-"""Small models for the tracer's tests (factories: `tests.torch.models:<name>`)."""
+"""Models for the tracer's tests; each factory returns (model, inputs[, loss])."""
 
 from __future__ import annotations
 
@@ -88,3 +88,8 @@ class _Attention(nn.Module):
 def attention():
     """Self-attention: views (chunk, transpose, reshape) feeding matmuls; no in-place writes."""
     return _Attention(), torch.randn(4, 10, 32)
+
+
+def broken():
+    """A factory whose step fails: inputs of the wrong width."""
+    return nn.Linear(4, 2), torch.randn(3, 5)

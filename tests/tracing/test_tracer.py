@@ -4,6 +4,7 @@ memory agrees with PyTorch's own allocator and whose shapes agree with DTR's pub
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 
@@ -112,13 +113,14 @@ def test_provenance_heads_the_trace():
 
 
 def test_in_place_writes_are_mutations():
-    """SGD with momentum writes parameters and buffers in place; ReLU(inplace) writes its
-    input: each is a MUTATE of the written arguments, never a new CALL result."""
+    """SGD with momentum writes each parameter in place: a MUTATE of that parameter's own
+    CONSTANT name, never a new CALL result; the trace stays parseable."""
     text = torchtrace.trace_step(factory("mlp"), FLOPS, optimizer="sgd")
-    mutates = [json.loads(x) for x in text.splitlines() if '"MUTATE"' in x]
-    assert mutates
-    for m in mutates:
-        assert m["MUTATE"] and all(0 <= i < len(m["ARGS"]) for i in m["MUTATE"])
+    lines = [json.loads(x) for x in text.splitlines()]
+    constants = [x["NAME"] for x in lines if x["INSTRUCTION"] == "CONSTANT"]
+    written = [x["ARGS"][i] for x in lines if x["INSTRUCTION"] == "MUTATE" for i in x["MUTATE"]]
+    parameters = 6  # three Linear layers' weights and biases, named first
+    assert written == constants[:parameters]
     parse_trace(text.encode(), "mlp")
 
 
@@ -154,6 +156,7 @@ def test_cli_writes_a_trace_the_simulator_reads(tmp_path, capsys):
         ("no_such_module:f", "expected an importable factory module"),
         (f"{MODELS}:nothing", "expected a function nothing"),
         ("nocolon", "expected module:function or file.py:function"),
+        (f"{MODELS}:broken", "expected a training step that runs, found RuntimeError"),
     ],
 )
 def test_cli_bad_factory_is_one_line(tmp_path, capsys, spec, message):
@@ -161,3 +164,24 @@ def test_cli_bad_factory_is_one_line(tmp_path, capsys, spec, message):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.log").exists()
+
+
+def test_cli_bad_cost_option_is_one_line(tmp_path, capsys):
+    argv = ["trace-torch", "--factory", factory("mlp"), "--out", str(tmp_path / "x.log")]
+    with pytest.raises(SystemExit) as caught:
+        main([*argv, "--flops-per-ns", "nan"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "expected a finite number > 0, found 'nan'" in err and len(err.splitlines()) == 1
+
+
+def test_roofline_costs_follow_the_formula():
+    costs = torchtrace.CostModel("roofline", gpu="v100")
+    gpu = torchtrace.GPUS["v100"]
+    text = torchtrace.trace_step(factory("mlp"), costs)
+    calls = [c for c in map(json.loads, text.splitlines()) if c["INSTRUCTION"] == "CALL"]
+    first = {c["NAME"]: int(c["TIME"]) for c in reversed(calls)}
+    assert first["t"] == gpu.launch_ns  # a view moves no data
+    flops, moved = 2 * 16 * 48 * 96, 4 * (96 + 16 * 48 + 48 * 96 + 16 * 96)  # bias, x, w.t(), out
+    seconds = max(flops / gpu.flops_per_s, moved / gpu.bytes_per_s)
+    assert first["addmm"] == gpu.launch_ns + math.ceil(seconds * 1e9)

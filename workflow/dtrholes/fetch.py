@@ -23,7 +23,7 @@ from pathlib import Path
 from dtrholes import files, recost
 from simulator import store
 from simulator.errors import TraceError, UserError
-from simulator.trace import Trace, parse_trace, read_trace
+from simulator.trace import Trace, file_bytes, member_bytes, parse_trace, read_trace
 
 ARCHIVE_URL = (
     "https://github.com/uwsampl/dtr-prototype/raw/"
@@ -43,7 +43,7 @@ SHEET_COLUMNS = ("name", "file", "sha256", "role", "title")
 ROLES = ("development", "confirmatory", "own")
 """The study's roles (protocol/PROTOCOL.md), and `own`: a trace outside the protocol, run with
 the `own` setting (or when named in `traces`) through the broader sweep's stages."""
-ARCHIVE_PREFIX = "dtr-logs.zip:"
+ARCHIVE_PREFIX = f"{ARCHIVE_NAME}:"
 RECOST_PREFIX = "recost:"
 
 
@@ -74,10 +74,7 @@ class TraceEntry:
     @property
     def derived(self) -> tuple[str, recost.Recipe] | None:
         """The trace and cost perturbation a generated row derives from, or None."""
-        if not self.file.startswith(RECOST_PREFIX):
-            return None
-        base, _, recipe = self.file.removeprefix(RECOST_PREFIX).partition(":")
-        return base, recost.Recipe.parse(recipe, f"trace {self.name}")
+        return _recipe(self.file)
 
     @property
     def path(self) -> Path | None:
@@ -101,7 +98,7 @@ def sha256_file(path: Path) -> str:
 _CELL_CHECKS: dict[str, tuple[Callable[[str], bool], str]] = {
     "name": (lambda v: re.fullmatch(r"[a-z0-9_]+", v) is not None, "a name of [a-z0-9_]"),
     "file": (
-        lambda v: v.endswith(".log") or _is_recipe(v),
+        lambda v: _recipe(v) is not None if v.startswith(RECOST_PREFIX) else v.endswith(".log"),
         f"a .log path, {ARCHIVE_PREFIX}<member>.log or {RECOST_PREFIX}<trace>:<recipe>",
     ),
     "sha256": (lambda v: re.fullmatch(r"[0-9a-f]{64}", v) is not None, "64 lowercase hex digits"),
@@ -110,15 +107,16 @@ _CELL_CHECKS: dict[str, tuple[Callable[[str], bool], str]] = {
 }
 
 
-def _is_recipe(value: str) -> bool:
+def _recipe(value: str) -> tuple[str, recost.Recipe] | None:
+    """The base trace and recipe of a `recost:<trace>:<recipe>` cell, None for another cell
+    (or a malformed one: the sheet's check refuses it)."""
     base, sep, recipe = value.removeprefix(RECOST_PREFIX).partition(":")
-    if not value.startswith(RECOST_PREFIX) or not sep:
-        return False
+    if not value.startswith(RECOST_PREFIX) or not sep or not _CELL_CHECKS["name"][0](base):
+        return None
     try:
-        recost.Recipe.parse(recipe)
+        return base, recost.Recipe.parse(recipe)
     except UserError:
-        return False
-    return re.fullmatch(r"[a-z0-9_]+", base) is not None
+        return None
 
 
 def _parse_row(where: str, text: str) -> TraceEntry:
@@ -151,6 +149,8 @@ def read_sheet(path: str | Path = DEFAULT_SHEET) -> list[TraceEntry]:
             raise SheetError(f"{path}:{number}", "a name not listed before", repr(entry.name))
         if entry.derived and entry.derived[0] not in entries:
             raise SheetError(f"{path}:{number}", "a recost of a trace listed above", entry.file)
+        if not entry.member and entry.role != "own":  # the protocol knows only DTR's traces
+            raise SheetError(f"{path}:{number}", "role own for a trace of your own", entry.role)
         entries[entry.name] = entry
     if not entries:
         raise SheetError(str(path), "at least one trace row", "none")
@@ -261,11 +261,7 @@ def trace_bytes(
         if not path.is_file():
             path = fetch_archive(data_dir, archive, sheet=sheet)
         label = f"{path}:{entry.member}"
-        try:
-            with zipfile.ZipFile(path) as zf:
-                data = zf.read(entry.member)
-        except (OSError, KeyError, zipfile.BadZipFile) as exc:
-            raise TraceError(label, 0, "a readable archive member", str(exc)) from None
+        data = member_bytes(path, entry.member)
     elif entry.derived:
         base, recipe = entry.derived
         label = f"{sheet}: {entry.name} ({entry.file})"
@@ -273,10 +269,7 @@ def trace_bytes(
         data = recost.recost(source, label, recipe)
     else:
         label = str(entry.path)
-        try:
-            data = entry.path.read_bytes()
-        except OSError as exc:
-            raise TraceError(label, 0, "a readable trace file", exc.strerror or str(exc)) from None
+        data = file_bytes(entry.path)
     found = hashlib.sha256(data).hexdigest()
     if found != entry.sha256:
         raise FetchError(label, f"sha256 {entry.sha256} (the trace sheet's)", found)

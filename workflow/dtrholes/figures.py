@@ -563,9 +563,9 @@ def _strip(ax, tiles, peak: int | None) -> None:
 
 
 def noise(series: list[tuple[object, list[tuple[object, object]]]]):
-    """The cost-noise study: per trace × policy, the holes of the original map (top row, and
-    shaded across) and of each perturbed trace's map (a row per seed, grouped by sigma), along
-    the budget ratio: where the holes stay, move, vanish or appear."""
+    """The cost-noise study: per trace × policy, the failing budgets of the original map (top
+    row; its holes shaded across) and of each perturbed trace's map (a row per seed, grouped by
+    sigma), along the budget ratio: where the holes stay, move, vanish or appear."""
     from dtrholes import maps, noise  # the map tables' modules, kept out of the imports above
 
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 3.2 * len(series) + 0.6), squeeze=False)
@@ -579,8 +579,9 @@ def noise(series: list[tuple[object, list[tuple[object, object]]]]):
             low, high = h.first / peak - noise.WIDEN, (h.last + 1) / peak + noise.WIDEN
             ax.axvspan(low, high, color="#d95f02", alpha=0.12, lw=0)
         for y, (_, m) in enumerate(rows):
-            for h in maps.summarise(m).holes:
-                ax.hlines(-y, h.first / peak, (h.last + 1) / peak, color="#d95f02", lw=4)
+            for x in maps.segments(m.tiles):
+                if x.kind == "failing":
+                    ax.hlines(-y, x.first / peak, (x.last + 1) / peak, color="#d95f02", lw=4)
         sigmas = [p.recipe.sigma for p, _ in perturbed]
         ticks = [0] + [-(1 + sigmas.index(s)) for s in dict.fromkeys(sigmas)]
         labels = ["original"] + [f"σ {s:g}" for s in dict.fromkeys(sigmas)]
@@ -594,8 +595,8 @@ def noise(series: list[tuple[object, list[tuple[object, object]]]]):
             ax.set_xlim(span[0] - margin, span[1] + margin)
         ax.set_xlabel("budget (fraction of peak memory)", fontsize=8)
         ax.set_title(
-            f"{original.trace} · {original.policy}: holes of the exact maps, one row per seed "
-            f"(shaded: the original's regions ± {noise.WIDEN})",
+            f"{original.trace} · {original.policy}: failing budgets of the exact maps, a row "
+            f"per seed (shaded: the original's holes ± {noise.WIDEN})",
             fontsize=9,
         )
     fig.suptitle("Holes under log-normal cost noise")

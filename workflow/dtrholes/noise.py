@@ -4,8 +4,10 @@ Its input: the exact map of a trace (the original) and those of traces generated
 `recost` with log-normal noise (trace sheet rows `recost:<trace>:lognormal:<sigma>:<seed>`),
 mapped over the same budgets: costs do not change the peak, so a budget means the same bytes in
 all of them. A region of the original is one of its map's holes; it persists in a perturbed
-trace when a hole of that trace's map overlaps the region's ratio span widened by WIDEN on both
-sides, and its edges then move to those of the overlapping holes (lowest first, highest last).
+trace when a failing interval of that trace's map overlaps the region's ratio span widened by
+WIDEN on both sides, and its edges then move to those of the overlapping intervals (lowest
+first, highest last). An overlapping interval may be the failing range below the first success
+(the region `absorbed` by it: the trace needs more memory there) rather than a hole.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from dtrholes import fetch, maps
 from dtrholes.recost import Recipe
+from simulator.result import OK
 
 WIDEN = 0.002  # the ratio span a region's persistence is looked for in, each side
 
@@ -44,15 +47,18 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
     rows = []
     regions = maps.summarise(original).holes
     for p, m in perturbed:
-        found = maps.summarise(m).holes
+        segments = maps.segments(m.tiles)
+        failing = [x for x in segments if x.kind == "failing"]
+        first_ok = next((x.first for x in segments if x.kind == OK), None)
         for index, region in enumerate(regions):
             low = region.first - WIDEN * original.peak
             high = region.last + WIDEN * original.peak
-            there = [h for h in found if h.last >= low and h.first <= high]
+            there = [x for x in failing if x.last >= low and x.first <= high]
             rows.append(
                 {
                     "trace": original.trace,
                     "policy": original.policy,
+                    "peak": original.peak,
                     "region": index,
                     "first_byte": region.first,
                     "last_byte": region.last,
@@ -63,24 +69,25 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
                     "sigma": p.recipe.sigma,
                     "seed": p.recipe.seed,
                     "persists": bool(there),
-                    "first_shift": min(h.first for h in there) - region.first if there else None,
-                    "last_shift": max(h.last for h in there) - region.last if there else None,
-                    "holes_there": len(found),
+                    "absorbed": any(first_ok is None or x.first < first_ok for x in there),
+                    "first_shift": min(x.first for x in there) - region.first if there else None,
+                    "last_shift": max(x.last for x in there) - region.last if there else None,
                 }
             )
     return rows
 
 
-def summary(rows: list[dict], peak: dict[str, int]) -> list[dict]:
-    """Per region and sigma: in how many perturbations it persists, and its edges' moves (median
-    and largest absolute, as fractions of the peak)."""
+def summary(rows: list[dict]) -> list[dict]:
+    """Per region and sigma: in how many perturbations it persists (and in how many of those
+    the failing range below the first success absorbed it), and its edges' moves (median and
+    largest absolute, as fractions of the peak)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["trace"], r["policy"], r["region"], r["sigma"]), []).append(r)
     out = []
     for (trace, policy, region, sigma), found in sorted(groups.items()):
         kept = [r for r in found if r["persists"]]
-        moves = [abs(r[k]) / peak[trace] for r in kept for k in ("first_shift", "last_shift")]
+        moves = [abs(r[k]) / r["peak"] for r in kept for k in ("first_shift", "last_shift")]
         first = found[0]
         out.append(
             {
@@ -93,6 +100,7 @@ def summary(rows: list[dict], peak: dict[str, int]) -> list[dict]:
                 "sigma": sigma,
                 "perturbations": len(found),
                 "persists": len(kept),
+                "absorbed": sum(r["absorbed"] for r in kept),
                 "median_move": statistics.median(moves) if moves else None,
                 "largest_move": max(moves) if moves else None,
             }
@@ -100,42 +108,44 @@ def summary(rows: list[dict], peak: dict[str, int]) -> list[dict]:
     return out
 
 
-def markdown(rows: list[dict], holes: dict[tuple[str, float], list[int]]) -> str:
-    """The summary as a table per trace × policy, with the perturbed maps' hole counts."""
+def markdown(series: list[tuple[maps.Map, list[tuple[Perturbed, maps.Map]]]], rows: list[dict]):
+    """The summary `rows` as a table per original trace × policy of `series`, with the number
+    of holes in each perturbed map."""
     lines = [
         "# Holes under cost noise\n",
-        f"A region (a hole of the original trace's exact map) persists in a perturbed trace when "
-        f"a hole of its map overlaps the region's span widened by {WIDEN} of the peak on each "
-        "side; moves are those of its edges, as fractions of the peak (median and largest over "
-        "the perturbations it persists in). Costs are multiplied by exp(σ·z), z standard "
-        "normal, drawn per operator and seed.\n",
+        "A region (a hole of the original trace's exact map) persists in a perturbed trace when "
+        f"a failing interval of its map overlaps the region's span widened by {WIDEN} of the peak "
+        "on each side (absorbed: that interval is the failing range below the first success); "
+        "moves are those of its edges, as fractions of the peak (median and largest over the "
+        "perturbations it persists in). Costs are multiplied by exp(σ·z), z standard normal, "
+        "drawn per operator and seed.\n",
     ]
-    for (trace, policy), found in _by_series(rows).items():
-        lines += [
-            f"\n## {trace} · {policy}\n",
-            "| region | ratio span | width (bytes) | σ | persists | median move | largest move |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in found:
+    for original, perturbed in series:
+        lines.append(f"\n## {original.trace} · {original.policy}\n")
+        mine = [r for r in rows if (r["trace"], r["policy"]) == (original.trace, original.policy)]
+        if mine:
+            lines += [
+                "| region | ratio span | width (bytes) | σ | persists | absorbed "
+                "| median move | largest move |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+        else:
+            lines.append("No hole in the original map.")
+        for r in mine:
             lines.append(
                 f"| {r['region']} | {r['first_ratio']:.4f}–{r['last_ratio']:.4f} "
                 f"| {r['width']:,} | {r['sigma']:g} | {r['persists']}/{r['perturbations']} "
-                f"| {_ratio(r['median_move'])} | {_ratio(r['largest_move'])} |"
+                f"| {r['absorbed']} | {_ratio(r['median_move'])} | {_ratio(r['largest_move'])} |"
             )
-        counts = [
-            f"σ {sigma:g}: {', '.join(map(str, holes[(trace, sigma)]))}"
-            for (t, sigma) in sorted(holes)
-            if t == trace
-        ]
-        lines.append("\nHoles in each perturbed map, by seed: " + "; ".join(counts) + ".")
+        counts: dict[float, list[str]] = {}
+        for p, m in perturbed:
+            counts.setdefault(p.recipe.sigma, []).append(str(len(maps.summarise(m).holes)))
+        found = "; ".join(f"σ {s:g}: {', '.join(n)}" for s, n in counts.items())
+        lines.append(
+            f"\nHoles in the original map: {len(maps.summarise(original).holes)}; "
+            f"in each perturbed map, by seed: {found}."
+        )
     return "\n".join(lines) + "\n"
-
-
-def _by_series(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    found: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        found.setdefault((r["trace"], r["policy"]), []).append(r)
-    return found
 
 
 def _ratio(x: float | None) -> str:

@@ -120,12 +120,12 @@ def stage_a_points(
 ) -> list[Point]:
     """Stage A: every grid ratio once, and a seeded share of them `count` times in all. One
     generator draws the repeated ratios of every trace in the study's order, as the study did;
-    an own trace (`own_sha256` given) has its own, seeded with `trace_seed`."""
+    an own trace (`own_sha256` given) has its own, seeded with `seed` plus its `trace_seed`."""
     ratios = grid(**params["stage_a"]["ratios"])
     repeats = params["stage_a"]["repeats"]
     share = round(repeats["share"] * len(ratios))
     if own_sha256 is not None:
-        chosen = random.Random(trace_seed(own_sha256)).sample(ratios, share)
+        chosen = random.Random(repeats["seed"] + trace_seed(own_sha256)).sample(ratios, share)
     else:
         rng = random.Random(repeats["seed"])
         draws = {name: rng.sample(ratios, share) for name in sampled_traces(params, broad)}

@@ -1,8 +1,9 @@
 """Traces whose operator costs are perturbed (`dtr-holes recost`): the cost-noise study's input.
 
-Only the TIME of each CALL and MUTATE changes; every other byte of the trace's instructions is
-kept, so memory, aliasing and the schedule are the original's and budgets mean the same bytes
-(the peak is unchanged). A recipe names a perturbation in one word, as the trace sheet's `file`
+Only the TIME of each CALL and MUTATE changes; every other field of the trace's instructions is
+kept (the lines it rewrites are written compactly, keys sorted, as DTR's are), so memory,
+aliasing and the schedule are the original's and budgets mean the same bytes (the peak is
+unchanged). A recipe names a perturbation in one word, as the trace sheet's `file`
 column writes it after `recost:<base trace>:`:
 
 - `lognormal:<sigma>:<seed>`: each cost times exp(sigma * z), z standard normal, drawn in

@@ -85,8 +85,12 @@ class CostModel:
             raise UserError("--cost", "one of " + ", ".join(COST_MODELS), repr(self.model))
         if self.model == "roofline" and self.gpu not in GPUS:
             raise UserError("--gpu", "one of " + ", ".join(GPUS), repr(self.gpu))
-        if self.repeats < 1 or self.flops_per_ns <= 0 or self.floor_ns < 0:
-            raise UserError("cost model", "repeats >= 1, flops_per_ns > 0, floor_ns >= 0", "")
+        if not (math.isfinite(self.flops_per_ns) and self.flops_per_ns > 0):
+            raise UserError("--flops-per-ns", "a finite number > 0", repr(self.flops_per_ns))
+        if self.repeats < 1 or self.floor_ns < 0:
+            raise UserError(
+                "cost model", "repeats >= 1 and floor_ns >= 0", f"{self.repeats}, {self.floor_ns}"
+            )
 
     def describe(self) -> dict:
         used = {
@@ -156,7 +160,7 @@ class _Recorder:
         cdata, entry = self._storage(t)
         if entry is None:
             entry = self.storages[cdata] = _Storage(self.weak(t.untyped_storage()))
-        entry.views[self._view(t)] = name
+        entry.views.setdefault(self._view(t), name)  # an identical view (detach) is the same tensor
         entry.names.append(name)
 
     def name_of(self, t) -> str:
@@ -212,7 +216,8 @@ class _Recorder:
                 size = 0 if held else t.untyped_storage().nbytes()
                 seen.add(cdata)
             results.append((name, t, size, alias))
-        cost = self._cost(func, args, kwargs, out, inputs, outputs, elapsed, bool(written))
+        viewing = not written and all(alias >= 0 for *_, alias in results)
+        cost = self._cost(func, args, kwargs, out, inputs, outputs, elapsed, viewing)
         if results:
             outs = [r[0] for r in results]
             self.emit(
@@ -230,22 +235,31 @@ class _Recorder:
         self.release_dead()
         return out
 
-    def _cost(self, func, args, kwargs, out, inputs, outputs, elapsed, writes) -> int:
+    def _copies(self, value):
+        from torch.utils._pytree import tree_map
+
+        torch = self.torch
+        return tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, value)
+
+    def _cost(self, func, args, kwargs, out, inputs, outputs, elapsed, viewing) -> int:
+        """The call's TIME; `viewing`: it only makes views of its arguments (no data moves)."""
         c = self.costs
         if c.model == "measured":
             runs = [elapsed]
-            repeatable = not writes and self.torch.Tag.nondeterministic_seeded not in func.tags
-            while repeatable and len(runs) < c.repeats:
-                start = time.perf_counter_ns()
-                func(*args, **kwargs)
-                runs.append(time.perf_counter_ns() - start)
+            if c.repeats > 1 and self.torch.Tag.nondeterministic_seeded not in func.tags:
+                # on copies: writes, declared or not (batch norm's statistics), touch no state
+                copied_args, copied_kwargs = self._copies((args, kwargs))
+                while len(runs) < c.repeats:
+                    start = time.perf_counter_ns()
+                    func(*copied_args, **copied_kwargs)
+                    runs.append(time.perf_counter_ns() - start)
             return int(statistics.median(runs))
         counter = self.flop_registry.get(func._overloadpacket)
         flops = counter(*args, **kwargs, out_val=out) if counter is not None else 0
         if c.model == "flops":
             return c.floor_ns + math.ceil(flops / c.flops_per_ns)
         gpu = GPUS[c.gpu]
-        moved = sum(_bytes(t) for t in inputs) + sum(_bytes(t) for t in outputs)
+        moved = 0 if viewing else sum(_bytes(t) for t in inputs) + sum(_bytes(t) for t in outputs)
         seconds = max(flops / gpu.flops_per_s, moved / gpu.bytes_per_s)
         return gpu.launch_ns + math.ceil(seconds * 1e9)
 
@@ -404,13 +418,16 @@ def trace_step(
             if isinstance(t, torch.Tensor):
                 recorder.name_of(t)
         opt = _optimizer(torch, optimizer, params)
-        with recorder.mode():
-            loss = step.loss(step.model(*step.inputs))
-            recorder.annotate("BACKWARD")
-            loss.backward()
-            del loss
-            if opt is not None:
-                opt.step()
+        try:
+            with recorder.mode():
+                loss = step.loss(step.model(*step.inputs))
+                recorder.annotate("BACKWARD")
+                loss.backward()
+                del loss
+                if opt is not None:
+                    opt.step()
+        except Exception as error:  # the user's model, loss or inputs
+            raise UserError(factory, "a training step that runs", _one_line(error)) from None
         recorder.release_dead()
     return "\n".join(recorder.lines) + "\n"
 

@@ -117,6 +117,7 @@ def test_sheet_members_exist_in_the_archive(archive: Path) -> None:
 
 
 GOOD_ROW = f"unet\tdtr-logs.zip:logs/unet.log\t{'a' * 64}\tconfirmatory\tU-Net (6)\n"
+OWN_ROW = f"mine\tmine.log\t{'b' * 64}\town\tMine\n"
 
 
 @pytest.mark.parametrize(
@@ -143,6 +144,8 @@ GOOD_ROW = f"unet\tdtr-logs.zip:logs/unet.log\t{'a' * 64}\tconfirmatory\tU-Net (
             "a recost of a trace listed above",
         ),
         (HEADER + GOOD_ROW + GOOD_ROW, 3, "not listed before"),
+        (HEADER + GOOD_ROW.replace("dtr-logs.zip:logs/unet.log", "mine.log"), 2, "role own"),
+        (HEADER + GOOD_ROW + OWN_ROW.replace("mine.log", "recost:unet:bad.log"), 3, "file"),
     ],
 )
 def test_malformed_sheet_names_file_and_line(

@@ -44,21 +44,35 @@ def test_a_region_persists_where_a_hole_overlaps_its_widened_span() -> None:
     assert [r["persists"] for r in rows] == [True, True, False, False]
     assert (rows[0]["first_shift"], rows[0]["last_shift"]) == (0, 0)
     assert (rows[1]["first_shift"], rows[1]["last_shift"]) == (250, 201)
-    assert rows[2]["first_shift"] is None and rows[3]["holes_there"] == 0
-    summary = noise.summary(rows, {"t": PEAK})
+    assert rows[2]["first_shift"] is None and not any(r["absorbed"] for r in rows)
+    summary = noise.summary(rows)
     assert len(summary) == 1
     assert summary[0]["persists"] == 2 and summary[0]["perturbations"] == 4
     assert summary[0]["largest_move"] == pytest.approx(250 / PEAK)
     assert summary[0]["median_move"] == pytest.approx(100.5 / PEAK)  # of 0, 0, 250, 201
-    text = noise.markdown(summary, {("t", 0.05): [1, 1, 1, 0]})
-    assert "| 0 | 0.0500–0.0510 | 100 | 0.05 | 2/4 |" in text
-    assert "σ 0.05: 1, 1, 1, 0" in text
+    text = noise.markdown([(ORIGINAL, [same, moved, too_far, gone])], summary)
+    assert "| 0 | 0.0500–0.0510 | 100 | 0.05 | 2/4 | 0 |" in text
+    assert (
+        "Holes in the original map: 1; in each perturbed map, by seed: σ 0.05: 1, 1, 1, 0." in text
+    )
 
 
-def test_the_failing_range_below_the_first_success_is_no_region() -> None:
+def test_a_region_the_failing_range_below_the_first_success_absorbs_persists() -> None:
     low_only = mapped("t", (0, 5150, "oom"), (5151, 9999, "ok"))
     p = noise.Perturbed("t_9", "t", Recipe("lognormal", 0.2, 9))
-    assert noise.persistence(ORIGINAL, [(p, low_only)])[0]["persists"] is False
+    (row,) = noise.persistence(ORIGINAL, [(p, low_only)])
+    assert row["persists"] and row["absorbed"]
+    assert (row["first_shift"], row["last_shift"]) == (-5000, 51)
+    (told,) = noise.summary([row])
+    assert (told["persists"], told["absorbed"]) == (1, 1)
+
+
+def test_an_original_without_holes_is_listed_with_its_perturbations_holes() -> None:
+    flat = mapped("t", (0, 999, "oom"), (1000, 9999, "ok"))
+    new = perturbed(0, (0, 999, "oom"), (1000, 4999, "ok"), (5000, 5099, "oom"), (5100, 9999, "ok"))
+    text = noise.markdown([(flat, [new])], noise.summary(noise.persistence(flat, [new])))
+    assert "No hole in the original map." in text
+    assert "Holes in the original map: 0; in each perturbed map, by seed: σ 0.05: 1." in text
 
 
 def test_perturbations_are_the_sheets_lognormal_recosts() -> None:
@@ -78,7 +92,7 @@ def test_the_step_writes_table_markdown_and_figure(tmp_path: Path, capsys) -> No
     sheet = tmp_path / "traces.tsv"
     sheet.write_text(
         "name\tfile\tsha256\trole\ttitle\n"
-        f"t\tt.log\t{'a' * 64}\tconfirmatory\tT\n"
+        f"t\tt.log\t{'a' * 64}\town\tT\n"
         f"t_0\trecost:t:lognormal:0.05:0\t{'b' * 64}\town\tT, noisy\n"
         f"t_1\trecost:t:lognormal:0.05:1\t{'c' * 64}\town\tT, noisy\n"
     )
@@ -94,7 +108,7 @@ def test_the_step_writes_table_markdown_and_figure(tmp_path: Path, capsys) -> No
     assert main([*argv, "--figure", str(out / "noise")]) == 0
     table = pq.read_table(out / "noise.parquet").to_pylist()
     assert [(r["perturbed"], r["persists"]) for r in table] == [("t_0", True), ("t_1", False)]
-    assert "| 0 | 0.0500–0.0510 | 100 | 0.05 | 1/2 |" in (out / "noise.md").read_text()
+    assert "| 0 | 0.0500–0.0510 | 100 | 0.05 | 1/2 | 0 |" in (out / "noise.md").read_text()
     assert (out / "noise.png").stat().st_size > 0 and (out / "noise.pdf").stat().st_size > 0
     first = (out / "noise.png").read_bytes()
     assert main([*argv, "--figure", str(out / "noise")]) == 0

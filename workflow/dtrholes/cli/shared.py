@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -28,6 +29,16 @@ def recipe(text: str) -> recost.Recipe:
         raise argparse.ArgumentTypeError(
             f"expected {error.expected}, found {error.found}"
         ) from None
+
+
+def positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, found {text!r}")
+    return value
 
 
 def out_file(text: str) -> Path:

@@ -61,11 +61,12 @@ def _noise_table(args: argparse.Namespace) -> None:
     from dtrholes import figures  # plotting libraries load only for commands that plot
 
     found = {(m.trace, m.policy): m for m in map(maps.read, args.maps)}
+    perturbations = noise.perturbations(fetch.read_sheet(args.sheet))
     series = []
     for (trace, policy), original in found.items():
         perturbed = [
             (p, found[p.name, policy])
-            for p in noise.perturbations(fetch.read_sheet(args.sheet))
+            for p in perturbations
             if p.base == trace and (p.name, policy) in found
         ]
         if perturbed:
@@ -73,15 +74,8 @@ def _noise_table(args: argparse.Namespace) -> None:
     if not series:
         raise UserError("--maps", "the map of a trace and of its perturbations", "none")
     rows = [r for original, perturbed in series for r in noise.persistence(original, perturbed)]
-    peaks = {original.trace: original.peak for original, _ in series}
-    holes = {
-        (original.trace, p.recipe.sigma): [] for original, perturbed in series for p, _ in perturbed
-    }
-    for original, perturbed in series:
-        for p, m in perturbed:
-            holes[original.trace, p.recipe.sigma].append(len(maps.summarise(m).holes))
     files.write_table(pa.Table.from_pylist(rows), args.out)
-    files.write_text(args.markdown, noise.markdown(noise.summary(rows, peaks), holes))
+    files.write_text(args.markdown, noise.markdown(series, noise.summary(rows)))
     figures.save(figures.noise(series), args.figure)
     print(f"{len(series)} traces, {len(rows)} region x perturbation rows")
 
@@ -103,8 +97,8 @@ def _baseline(args: argparse.Namespace) -> None:
         "peak_memory": peak_memory(trace),
         "model_compute": trace.model_compute,
     }
-    entry = fetch.find_entry(args.trace, args.sheet)
-    if entry.role == "own":  # its origin, which its records name
+    entry = None if args.trace.endswith(".log") else fetch.find_entry(args.trace, args.sheet)
+    if entry is not None and entry.role == "own":  # its origin, which its records name
         data, _ = fetch.trace_bytes(entry, args.data, sheet=args.sheet)
         baseline |= {"file": entry.file, "provenance": provenance(data)}
     files.write_json(args.out, baseline)

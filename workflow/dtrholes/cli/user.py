@@ -38,6 +38,7 @@ from simulator import (
     peak_memory,
     simulate,
 )
+from simulator.trace import read_trace
 
 
 def _add_simulate(sub: argparse._SubParsersAction) -> None:
@@ -362,7 +363,9 @@ def _add_trace_torch(sub: argparse._SubParsersAction) -> None:
         help="operator costs: measured CPU time, FLOPs plus a floor, or a GPU roofline",
     )
     p.add_argument("--repeats", type=shared.positive, default=5, help="measured: runs per call")
-    p.add_argument("--flops-per-ns", type=float, default=10.0, help="flops: throughput")
+    p.add_argument(
+        "--flops-per-ns", type=shared.positive_number, default=10.0, help="flops: throughput"
+    )
     p.add_argument("--floor-ns", type=shared.count, default=1000, help="flops: cost per call")
     p.add_argument("--gpu", choices=sorted(torchtrace.GPUS), default="v100", help="roofline")
     p.add_argument(
@@ -383,7 +386,7 @@ def _trace_torch(args: argparse.Namespace) -> None:
         args.factory, costs, fake=args.fake, optimizer=args.optimizer, seed=args.seed
     )
     files.write_text(args.out, text)
-    trace = fetch.load_trace(str(args.out), fetch.default_data_dir())
+    trace = read_trace(args.out)
     print(
         f"{args.out}: {trace.n_ops:,} operators, peak memory {peak_memory(trace):,} bytes, "
         f"sha256 {trace.sha256}"
