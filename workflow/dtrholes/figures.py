@@ -565,33 +565,36 @@ def _strip(ax, tiles, peak: int | None) -> None:
 def noise(series: list[tuple[object, list[tuple[object, object]]]]):
     """The cost-noise study: per trace × policy, the failing budgets of the original map (top
     row; its holes shaded across) and of each perturbed trace's map (a row per seed, grouped by
-    sigma), along the budget ratio: where the holes stay, move, vanish or appear."""
+    sigma), along the budget ratio around every map's holes: where they stay, move, vanish or
+    appear."""
     from dtrholes import maps, noise  # the map tables' modules, kept out of the imports above
 
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 3.2 * len(series) + 0.6), squeeze=False)
     for ax, (original, perturbed) in zip(axes[:, 0], series, strict=True):
         peak = original.peak
-        rows = [("original", original)] + [
-            (f"σ {p.recipe.sigma:g}, seed {p.recipe.seed}", m) for p, m in perturbed
-        ]
         regions = maps.summarise(original).holes
         for h in regions:
             low, high = h.first / peak - noise.WIDEN, (h.last + 1) / peak + noise.WIDEN
             ax.axvspan(low, high, color="#d95f02", alpha=0.12, lw=0)
-        for y, (_, m) in enumerate(rows):
+        # the original on top, a blank row, then a row per perturbed trace, grouped by sigma
+        for y, m in [(0, original)] + [(-(2 + i), m) for i, (_, m) in enumerate(perturbed)]:
             for x in maps.segments(m.tiles):
                 if x.kind == "failing":
-                    ax.hlines(-y, x.first / peak, (x.last + 1) / peak, color="#d95f02", lw=4)
+                    ax.hlines(y, x.first / peak, (x.last + 1) / peak, color="#d95f02", lw=4)
+                    # a tick marks where the bar would be too narrow to see
+                    ax.plot(x.first / peak, y, "|", color="#d95f02", ms=7, mew=1)
         sigmas = [p.recipe.sigma for p, _ in perturbed]
-        ticks = [0] + [-(1 + sigmas.index(s)) for s in dict.fromkeys(sigmas)]
-        labels = ["original"] + [f"σ {s:g}" for s in dict.fromkeys(sigmas)]
-        ax.set_yticks(ticks, labels, fontsize=8)
-        for s in list(dict.fromkeys(sigmas))[1:]:
-            ax.axhline(-(sigmas.index(s) + 0.5), color="#999999", lw=0.5)
-        ax.set_ylim(-len(rows), 1)
-        if regions:
-            span = [regions[0].first / peak, (regions[-1].last + 1) / peak]
-            margin = max(0.01, (span[1] - span[0]) * 0.1)
+        groups = {s: (sigmas.index(s), sigmas.count(s)) for s in sigmas}
+        ticks = [0] + [-(2 + first + (count - 1) / 2) for first, count in groups.values()]
+        ax.set_yticks(ticks, ["original"] + [f"σ {s:g}" for s in groups], fontsize=8)
+        for first, _ in groups.values():
+            ax.axhline(-(1.5 + first), color="#999999", lw=0.5)
+        ax.set_ylim(-(2 + len(perturbed)), 1)
+        # every map's holes in view: the original's and those the noise moved or made
+        holes = [h for m in [original] + [m for _, m in perturbed] for h in maps.summarise(m).holes]
+        if holes:
+            span = [min(h.first for h in holes) / peak, max(h.last + 1 for h in holes) / peak]
+            margin = max(0.005, (span[1] - span[0]) * 0.05)
             ax.set_xlim(span[0] - margin, span[1] + margin)
         ax.set_xlabel("budget (fraction of peak memory)", fontsize=8)
         ax.set_title(

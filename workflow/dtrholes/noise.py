@@ -5,9 +5,10 @@ Its input: the exact map of a trace (the original) and those of traces generated
 mapped over the same budgets: costs do not change the peak, so a budget means the same bytes in
 all of them. A region of the original is one of its map's holes; it persists in a perturbed
 trace when a failing interval of that trace's map overlaps the region's ratio span widened by
-WIDEN on both sides, and its edges then move to those of the overlapping intervals (lowest
-first, highest last). An overlapping interval may be the failing range below the first success
-(the region `absorbed` by it: the trace needs more memory there) rather than a hole.
+WIDEN on both sides. If only the failing range below the first success overlaps, the region is
+`absorbed` (the perturbed trace needs more memory than the region's budgets); otherwise it
+persists as a hole, and its edges move to those of the overlapping hole that overlaps the region
+itself most or, if none does, lies nearest to it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def perturbations(entries: Iterable[fetch.TraceEntry]) -> list[Perturbed]:
 
 def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]]) -> list[dict]:
     """One row per region of the original × perturbed trace: whether the region persists
-    there and how far its edges move (bytes; None where it does not persist)."""
+    there and how far its edges move (bytes; None where it does not persist as a hole)."""
     rows = []
     regions = maps.summarise(original).holes
     for p, m in perturbed:
@@ -54,6 +55,13 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
             low = region.first - WIDEN * original.peak
             high = region.last + WIDEN * original.peak
             there = [x for x in failing if x.last >= low and x.first <= high]
+            holes = [x for x in there if first_ok is not None and x.first > first_ok]
+            # the hole overlapping the region most or, if none does, the nearest (first of equals)
+            match = max(
+                holes,
+                key=lambda x: min(x.last, region.last) - max(x.first, region.first),
+                default=None,
+            )
             rows.append(
                 {
                     "trace": original.trace,
@@ -69,9 +77,9 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
                     "sigma": p.recipe.sigma,
                     "seed": p.recipe.seed,
                     "persists": bool(there),
-                    "absorbed": any(first_ok is None or x.first < first_ok for x in there),
-                    "first_shift": min(x.first for x in there) - region.first if there else None,
-                    "last_shift": max(x.last for x in there) - region.last if there else None,
+                    "absorbed": bool(there) and not holes,
+                    "first_shift": match.first - region.first if match else None,
+                    "last_shift": match.last - region.last if match else None,
                 }
             )
     return rows
@@ -79,15 +87,20 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
 
 def summary(rows: list[dict]) -> list[dict]:
     """Per region and sigma: in how many perturbations it persists (and in how many of those
-    the failing range below the first success absorbed it), and its edges' moves (median and
-    largest absolute, as fractions of the peak)."""
+    the failing range below the first success absorbed it), and its edges' moves where it
+    persists as a hole (median and largest absolute, as fractions of the peak)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["trace"], r["policy"], r["region"], r["sigma"]), []).append(r)
     out = []
     for (trace, policy, region, sigma), found in sorted(groups.items()):
         kept = [r for r in found if r["persists"]]
-        moves = [abs(r[k]) / r["peak"] for r in kept for k in ("first_shift", "last_shift")]
+        moves = [
+            abs(r[k]) / r["peak"]
+            for r in kept
+            if not r["absorbed"]
+            for k in ("first_shift", "last_shift")
+        ]
         first = found[0]
         out.append(
             {
@@ -115,10 +128,11 @@ def markdown(series: list[tuple[maps.Map, list[tuple[Perturbed, maps.Map]]]], ro
         "# Holes under cost noise\n",
         "A region (a hole of the original trace's exact map) persists in a perturbed trace when "
         f"a failing interval of its map overlaps the region's span widened by {WIDEN} of the peak "
-        "on each side (absorbed: that interval is the failing range below the first success); "
-        "moves are those of its edges, as fractions of the peak (median and largest over the "
-        "perturbations it persists in). Costs are multiplied by exp(σ·z), z standard normal, "
-        "drawn per operator and seed.\n",
+        "on each side (absorbed: only the failing range below the first success does, so the "
+        "perturbed trace needs more memory there; otherwise it persists as a hole); moves are "
+        "those of its edges, as fractions of the peak (median and largest over the perturbations "
+        "it persists in as a hole). Costs are multiplied by exp(σ·z), z standard normal, drawn "
+        "per operator and seed.\n",
     ]
     for original, perturbed in series:
         lines.append(f"\n## {original.trace} · {original.policy}\n")

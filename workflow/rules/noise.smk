@@ -17,7 +17,7 @@ rule tabulate_noise:
         paths.log("tabulate_noise"),
     params:
         sheet=config["trace_sheet"],
-        figure=paths.figure("noise"),
+        figure=lambda wildcards, output: os.path.splitext(output.figure[0])[0],
     shell:
         "{DTR_HOLES} noise-table --maps {input} --sheet {params.sheet} --out {output.table}"
         " --markdown {output.markdown} --figure {params.figure} > {log} 2>&1"

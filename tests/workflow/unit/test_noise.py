@@ -62,9 +62,20 @@ def test_a_region_the_failing_range_below_the_first_success_absorbs_persists() -
     p = noise.Perturbed("t_9", "t", Recipe("lognormal", 0.2, 9))
     (row,) = noise.persistence(ORIGINAL, [(p, low_only)])
     assert row["persists"] and row["absorbed"]
-    assert (row["first_shift"], row["last_shift"]) == (-5000, 51)
+    assert row["first_shift"] is None and row["last_shift"] is None
     (told,) = noise.summary([row])
     assert (told["persists"], told["absorbed"]) == (1, 1)
+    assert told["median_move"] is None
+
+
+def test_a_hole_next_to_the_failing_range_below_the_first_success_is_not_absorbed() -> None:
+    both = mapped(
+        "t", (0, 4900, "oom"), (4901, 4999, "ok"), (5000, 5120, "oom"), (5121, 9999, "ok")
+    )
+    p = noise.Perturbed("t_9", "t", Recipe("lognormal", 0.2, 9))
+    (row,) = noise.persistence(ORIGINAL, [(p, both)])
+    assert row["persists"] and not row["absorbed"]
+    assert (row["first_shift"], row["last_shift"]) == (0, 21)
 
 
 def test_an_original_without_holes_is_listed_with_its_perturbations_holes() -> None:
@@ -117,3 +128,27 @@ def test_the_step_writes_table_markdown_and_figure(tmp_path: Path, capsys) -> No
     alone += ["--out", str(out / "x.parquet"), "--markdown", str(out / "x.md")]
     assert main([*alone, "--figure", str(out / "x")]) == 2
     assert "expected the map of a trace and of its perturbations" in capsys.readouterr().err
+
+
+def test_a_regions_edges_move_to_the_hole_overlapping_it_most_else_the_nearest() -> None:
+    # the region is 5000-5099, widened to 4800-5299
+    overlapping = perturbed(
+        4,
+        (0, 999, "oom"),
+        (1000, 4809, "ok"),
+        (4810, 5009, "oom"),  # overlaps the region by 10 budgets, its widened span by 200
+        (5010, 5079, "ok"),
+        (5080, 5400, "oom"),  # overlaps the region by 20
+        (5401, 9999, "ok"),
+    )
+    near = perturbed(
+        5,
+        (0, 999, "oom"),
+        (1000, 4849, "ok"),
+        (4850, 4900, "oom"),  # 99 below the region
+        (4901, 5149, "ok"),
+        (5150, 5290, "oom"),  # 50 above it
+        (5291, 9999, "ok"),
+    )
+    rows = noise.persistence(ORIGINAL, [overlapping, near])
+    assert [(r["first_shift"], r["last_shift"]) for r in rows] == [(80, 301), (150, 191)]
