@@ -566,7 +566,7 @@ def noise(series: list[tuple[object, list[tuple[object, object]]]]):
     """The cost-noise study: per trace × policy, the failing budgets of the original map (top
     row; its holes shaded across) and of each perturbed trace's map (a row per seed, grouped by
     sigma), along the budget ratio around every map's holes: where they stay, move, vanish or
-    appear."""
+    appear. Budgets a map left uncovered are grey."""
     from dtrholes import maps, noise  # the map tables' modules, kept out of the imports above
 
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 3.2 * len(series) + 0.6), squeeze=False)
@@ -583,6 +583,8 @@ def noise(series: list[tuple[object, list[tuple[object, object]]]]):
                     ax.hlines(y, x.first / peak, (x.last + 1) / peak, color="#d95f02", lw=4)
                     # a tick marks where the bar would be too narrow to see
                     ax.plot(x.first / peak, y, "|", color="#d95f02", ms=7, mew=1)
+                elif x.kind == maps.UNCOVERED:
+                    ax.hlines(y, x.first / peak, (x.last + 1) / peak, color=UNCOVERED_COLOUR, lw=4)
         sigmas = [p.recipe.sigma for p, _ in perturbed]
         groups = {s: (sigmas.index(s), sigmas.count(s)) for s in sigmas}
         ticks = [0] + [-(2 + first + (count - 1) / 2) for first, count in groups.values()]

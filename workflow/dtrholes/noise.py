@@ -8,7 +8,8 @@ trace when a failing interval of that trace's map overlaps the region's ratio sp
 WIDEN on both sides. If only the failing range below the first success overlaps, the region is
 `absorbed` (the perturbed trace needs more memory than the region's budgets); otherwise it
 persists as a hole, and its edges move to those of the overlapping hole that overlaps the region
-itself most or, if none does, lies nearest to it.
+itself most or, if none does, lies nearest to it. Where no failing interval overlaps but the
+widened span has budgets of unknown outcome (uncovered by the map), persistence is unknown.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def perturbations(entries: Iterable[fetch.TraceEntry]) -> list[Perturbed]:
 
 def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]]) -> list[dict]:
     """One row per region of the original × perturbed trace: whether the region persists
-    there and how far its edges move (bytes; None where it does not persist as a hole)."""
+    there (None: unknown) and how far its edges move (bytes; None where it does not persist as
+    a hole)."""
     rows = []
     regions = maps.summarise(original).holes
     for p, m in perturbed:
@@ -62,6 +64,13 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
                 key=lambda x: min(x.last, region.last) - max(x.first, region.first),
                 default=None,
             )
+            near = [x for x in segments if x.last >= low and x.first <= high]
+            covered = (  # every budget of the widened span has a known outcome
+                bool(near)
+                and near[0].first <= low
+                and near[-1].last >= high
+                and all(x.kind != maps.UNCOVERED for x in near)
+            )
             rows.append(
                 {
                     "trace": original.trace,
@@ -76,7 +85,7 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
                     "perturbed": p.name,
                     "sigma": p.recipe.sigma,
                     "seed": p.recipe.seed,
-                    "persists": bool(there),
+                    "persists": True if there else (False if covered else None),
                     "absorbed": bool(there) and not holes,
                     "first_shift": match.first - region.first if match else None,
                     "last_shift": match.last - region.last if match else None,
@@ -87,14 +96,15 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
 
 def summary(rows: list[dict]) -> list[dict]:
     """Per region and sigma: in how many perturbations it persists (and in how many of those
-    the failing range below the first success absorbed it), and its edges' moves where it
-    persists as a hole (median and largest absolute, as fractions of the peak)."""
+    the failing range below the first success absorbed it), in how many that is unknown, and
+    its edges' moves where it persists as a hole (median and largest absolute, as fractions of
+    the peak)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["trace"], r["policy"], r["region"], r["sigma"]), []).append(r)
     out = []
     for (trace, policy, region, sigma), found in sorted(groups.items()):
-        kept = [r for r in found if r["persists"]]
+        kept = [r for r in found if r["persists"] is True]
         moves = [
             abs(r[k]) / r["peak"]
             for r in kept
@@ -113,6 +123,7 @@ def summary(rows: list[dict]) -> list[dict]:
                 "sigma": sigma,
                 "perturbations": len(found),
                 "persists": len(kept),
+                "unknown": sum(r["persists"] is None for r in found),
                 "absorbed": sum(r["absorbed"] for r in kept),
                 "median_move": statistics.median(moves) if moves else None,
                 "largest_move": max(moves) if moves else None,
@@ -129,7 +140,8 @@ def markdown(series: list[tuple[maps.Map, list[tuple[Perturbed, maps.Map]]]], ro
         "A region (a hole of the original trace's exact map) persists in a perturbed trace when "
         f"a failing interval of its map overlaps the region's span widened by {WIDEN} of the peak "
         "on each side (absorbed: only the failing range below the first success does, so the "
-        "perturbed trace needs more memory there; otherwise it persists as a hole); moves are "
+        "perturbed trace needs more memory there; otherwise it persists as a hole; unknown: none "
+        "does, but the map leaves budgets of that span uncovered); moves are "
         "those of its edges, as fractions of the peak (median and largest over the perturbations "
         "it persists in as a hole). Costs are multiplied by exp(σ·z), z standard normal, drawn "
         "per operator and seed.\n",
@@ -148,7 +160,8 @@ def markdown(series: list[tuple[maps.Map, list[tuple[Perturbed, maps.Map]]]], ro
         for r in mine:
             lines.append(
                 f"| {r['region']} | {r['first_ratio']:.4f}–{r['last_ratio']:.4f} "
-                f"| {r['width']:,} | {r['sigma']:g} | {r['persists']}/{r['perturbations']} "
+                f"| {r['width']:,} | {r['sigma']:g} | {r['persists']}/{r['perturbations']}"
+                f"{_unknown(r)} "
                 f"| {r['absorbed']} | {_ratio(r['median_move'])} | {_ratio(r['largest_move'])} |"
             )
         counts: dict[float, list[str]] = {}
@@ -160,6 +173,10 @@ def markdown(series: list[tuple[maps.Map, list[tuple[Perturbed, maps.Map]]]], ro
             f"in each perturbed map, by seed: {found}."
         )
     return "\n".join(lines) + "\n"
+
+
+def _unknown(row: dict) -> str:
+    return f" ({row['unknown']} unknown)" if row["unknown"] else ""
 
 
 def _ratio(x: float | None) -> str:

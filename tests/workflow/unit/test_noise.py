@@ -152,3 +152,16 @@ def test_a_regions_edges_move_to_the_hole_overlapping_it_most_else_the_nearest()
     )
     rows = noise.persistence(ORIGINAL, [overlapping, near])
     assert [(r["first_shift"], r["last_shift"]) for r in rows] == [(80, 301), (150, 191)]
+
+
+def test_a_region_where_the_map_leaves_budgets_uncovered_is_unknown() -> None:
+    gap_there = perturbed(6, (0, 999, "oom"), (1000, 4899, "ok"), (5200, 9999, "ok"))
+    gap_elsewhere = perturbed(7, (0, 999, "oom"), (1000, 6999, "ok"), (7500, 9999, "ok"))
+    timed_out = perturbed(
+        8, (0, 999, "oom"), (1000, 5049, "ok"), (5050, 5060, "timeout"), (5061, 9999, "ok")
+    )
+    rows = noise.persistence(ORIGINAL, [gap_there, gap_elsewhere, timed_out])
+    assert [r["persists"] for r in rows] == [None, False, None]
+    (told,) = noise.summary(rows)
+    assert (told["persists"], told["unknown"]) == (0, 2)
+    assert "| 0.05 | 0/3 (2 unknown) |" in noise.markdown([(ORIGINAL, [gap_there])], [told])
