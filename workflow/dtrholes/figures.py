@@ -572,12 +572,13 @@ def noise(series: list[tuple[object, list[tuple[object, object]]]]):
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 3.2 * len(series) + 0.6), squeeze=False)
     for ax, (original, perturbed) in zip(axes[:, 0], series, strict=True):
         peak = original.peak
-        regions = maps.summarise(original).holes
-        for h in regions:
+        every = [original] + [m for _, m in perturbed]
+        holes = [maps.summarise(m).holes for m in every]  # the original's first
+        for h in holes[0]:
             low, high = h.first / peak - noise.WIDEN, (h.last + 1) / peak + noise.WIDEN
             ax.axvspan(low, high, color="#d95f02", alpha=0.12, lw=0)
         # the original on top, a blank row, then a row per perturbed trace, grouped by sigma
-        for y, m in [(0, original)] + [(-(2 + i), m) for i, (_, m) in enumerate(perturbed)]:
+        for y, m in zip([0] + [-(2 + i) for i in range(len(perturbed))], every, strict=True):
             for x in maps.segments(m.tiles):
                 if x.kind == "failing":
                     ax.hlines(y, x.first / peak, (x.last + 1) / peak, color="#d95f02", lw=4)
@@ -593,9 +594,8 @@ def noise(series: list[tuple[object, list[tuple[object, object]]]]):
             ax.axhline(-(1.5 + first), color="#999999", lw=0.5)
         ax.set_ylim(-(2 + len(perturbed)), 1)
         # every map's holes in view: the original's and those the noise moved or made
-        holes = [h for m in [original] + [m for _, m in perturbed] for h in maps.summarise(m).holes]
-        if holes:
-            span = [min(h.first for h in holes) / peak, max(h.last + 1 for h in holes) / peak]
+        if shown := [h for found in holes for h in found]:
+            span = [min(h.first for h in shown) / peak, max(h.last + 1 for h in shown) / peak]
             margin = max(0.005, (span[1] - span[0]) * 0.05)
             ax.set_xlim(span[0] - margin, span[1] + margin)
         ax.set_xlabel("budget (fraction of peak memory)", fontsize=8)

@@ -51,12 +51,12 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
     regions = maps.summarise(original).holes
     for p, m in perturbed:
         segments = maps.segments(m.tiles)
-        failing = [x for x in segments if x.kind == "failing"]
         first_ok = next((x.first for x in segments if x.kind == OK), None)
         for index, region in enumerate(regions):
             low = region.first - WIDEN * original.peak
             high = region.last + WIDEN * original.peak
-            there = [x for x in failing if x.last >= low and x.first <= high]
+            near = [x for x in segments if x.last >= low and x.first <= high]
+            there = [x for x in near if x.kind == "failing"]
             holes = [x for x in there if first_ok is not None and x.first > first_ok]
             # the hole overlapping the region most or, if none does, the nearest (first of equals)
             match = max(
@@ -64,7 +64,6 @@ def persistence(original: maps.Map, perturbed: list[tuple[Perturbed, maps.Map]])
                 key=lambda x: min(x.last, region.last) - max(x.first, region.first),
                 default=None,
             )
-            near = [x for x in segments if x.last >= low and x.first <= high]
             covered = (  # every budget of the widened span has a known outcome
                 bool(near)
                 and near[0].first <= low
