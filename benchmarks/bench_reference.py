@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from dtrholes import fetch
+from dtrholes.traces import fetch
 from simulator import Result, UserError, kernel, parse_trace, peak_memory, simulate
 from simulator.trace import Trace
 

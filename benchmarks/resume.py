@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from dtrholes import fetch
+from dtrholes.traces import fetch
 from simulator import Replayer, budget_for, peak_memory, simulate
 
 

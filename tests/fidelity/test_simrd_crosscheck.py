@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import crosscheck, fetch
+from dtrholes.study import simrd
+from dtrholes.traces import fetch
 from simulator import Result, UserError, budget_for, peak_memory, reference, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 
-SIMRD = os.environ.get(crosscheck.SIMRD_ENV)
+SIMRD = os.environ.get(simrd.SIMRD_ENV)
 needs_simrd = pytest.mark.skipif(
-    not SIMRD, reason=f"set ${crosscheck.SIMRD_ENV} to a simrd checkout or archive to run simrd"
+    not SIMRD, reason=f"set ${simrd.SIMRD_ENV} to a simrd checkout or archive to run simrd"
 )
 FIELDS = ("outcome", "clock", "evictions", "eviction_seq_sha256")
 FRACTIONS = ((1, 3), (1, 2), (3, 4))
@@ -24,7 +25,7 @@ DTR_SEEDS = range(25)
 OTHER_SEEDS = range(6)
 # Random traces with joins, where simrd's incrementally kept regions drift from a rebuild.
 JOIN_SEEDS = range(40)
-SIMRD_POLICIES = tuple(crosscheck.SIMRD_HEURISTICS)
+SIMRD_POLICIES = tuple(simrd.SIMRD_HEURISTICS)
 
 
 def _fake_simrd(root: Path, init: str = "") -> Path:
@@ -50,7 +51,7 @@ def _zip(files: dict[str, str], dest: Path) -> Path:
 
 def _one_line_error(spec: Path, work: Path) -> str:
     with pytest.raises(UserError) as caught:
-        crosscheck.locate_simrd(spec, work)
+        simrd.locate_simrd(spec, work)
     message = str(caught.value)
     assert "\n" not in message
     assert str(spec) in message
@@ -93,8 +94,8 @@ def test_archives_and_directories_without_simrd_are_user_errors(tmp_path: Path) 
 def test_directory_at_either_level(tmp_path: Path) -> None:
     repo = _fake_simrd(tmp_path / "repo")
     want = (repo / "simrd").resolve()
-    assert crosscheck.locate_simrd(repo, tmp_path / "work") == want
-    assert crosscheck.locate_simrd(repo / "simrd", tmp_path / "work") == want
+    assert simrd.locate_simrd(repo, tmp_path / "work") == want
+    assert simrd.locate_simrd(repo / "simrd", tmp_path / "work") == want
 
 
 def test_archive_is_extracted_once(tmp_path: Path) -> None:
@@ -104,26 +105,26 @@ def test_archive_is_extracted_once(tmp_path: Path) -> None:
         _tar(repo, tmp_path / "src.tar.gz", "dtr-prototype-main"),
         _zip({"simrd/simrd/__init__.py": ""}, tmp_path / "src.zip"),
     ):
-        first = crosscheck.locate_simrd(archive, work)
+        first = simrd.locate_simrd(archive, work)
         assert (first / "simrd" / "__init__.py").is_file()
         assert first.name == "simrd"
-        assert crosscheck.locate_simrd(str(archive), work) == first
+        assert simrd.locate_simrd(str(archive), work) == first
     assert len(list(work.iterdir())) == 2  # one extraction per archive, no leftovers
 
 
 def test_policies_without_a_simrd_class_are_user_errors() -> None:
-    assert crosscheck.simrd_heuristic("dtr") == "DTR"
-    assert crosscheck.simrd_heuristic("LRU") == "LRU"
+    assert simrd.simrd_heuristic("dtr") == "DTR"
+    assert simrd.simrd_heuristic("LRU") == "LRU"
     for name in ("nbhd-penalty", "no-such-policy"):
         with pytest.raises(UserError):
-            crosscheck.simrd_heuristic(name)
+            simrd.simrd_heuristic(name)
 
 
 def test_a_run_over_time_is_a_timeout(tmp_path: Path) -> None:
     source = _fake_simrd(tmp_path, "import time\ntime.sleep(30)\n") / "simrd"
     log = tmp_path / "t.log"
     log.write_text(random_trace_text(0))
-    run = crosscheck.run_simrd(source, log, 100, timeout_s=1)
+    run = simrd.run_simrd(source, log, 100, timeout_s=1)
     assert run["outcome"] == "timeout"
     assert 1 <= run["wall_s"] < 20
 
@@ -133,17 +134,17 @@ def test_a_failing_simrd_is_a_user_error(tmp_path: Path) -> None:
     log = tmp_path / "t.log"
     log.write_text(random_trace_text(0))
     with pytest.raises(UserError, match="broken checkout"):
-        crosscheck.run_simrd(source, log, 100)
+        simrd.run_simrd(source, log, 100)
 
 
 def test_trace_log_is_the_verified_member_written_once(archive: Path) -> None:
     entry = fetch.find_entry("resnet32")
-    log = crosscheck.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
+    log = simrd.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
     assert fetch.sha256_file(log) == entry.sha256
     written = log.stat().st_mtime_ns
-    again = crosscheck.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
+    again = simrd.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
     assert again == log and log.stat().st_mtime_ns == written
-    assert crosscheck.trace_log(str(log), archive.parent, None, fetch.DEFAULT_SHEET) == log
+    assert simrd.trace_log(str(log), archive.parent, None, fetch.DEFAULT_SHEET) == log
 
 
 # --- agreement with unmodified simrd: needs $DTR_HOLES_SIMRD ----------------------------------
@@ -152,13 +153,13 @@ def test_trace_log_is_the_verified_member_written_once(archive: Path) -> None:
 @pytest.fixture(scope="session")
 def simrd_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not SIMRD:
-        pytest.skip(f"${crosscheck.SIMRD_ENV} is not set")
-    return crosscheck.locate_simrd(SIMRD, tmp_path_factory.mktemp("simrd"))
+        pytest.skip(f"${simrd.SIMRD_ENV} is not set")
+    return simrd.locate_simrd(SIMRD, tmp_path_factory.mktemp("simrd"))
 
 
 def _agree(source: Path, log: Path, trace, budget: int, policy: str, cap: float | None) -> Result:
     """Assert simrd and simulate() agree; returns simulate()'s Result."""
-    theirs = crosscheck.run_simrd(source, log, budget, policy, overhead_cap=cap)
+    theirs = simrd.run_simrd(source, log, budget, policy, overhead_cap=cap)
     ours = simulate(trace, budget, policy, overhead_cap=cap)
     label = f"{log.name}, {policy}, budget {budget}, cap {cap}"
     assert {f: theirs[f] for f in FIELDS} == {f: getattr(ours, f) for f in FIELDS}, label
@@ -230,7 +231,7 @@ def test_overhead_cap_thrashes_both(simrd_source: Path, tmp_path: Path) -> None:
 def test_resnet32_agrees(
     simrd_source: Path, archive: Path, load_named, ratio: float, cap: float | None, outcome: str
 ) -> None:
-    log = crosscheck.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
+    log = simrd.trace_log("resnet32", archive.parent, str(archive), fetch.DEFAULT_SHEET)
     trace = load_named("resnet32")
     budget = budget_for(trace, ratio)
     assert _agree(simrd_source, log, trace, budget, "dtr", cap).outcome == outcome
@@ -239,7 +240,7 @@ def test_resnet32_agrees(
 @needs_simrd
 def test_simrd_runs_from_an_extracted_archive(simrd_source: Path, tmp_path: Path) -> None:
     archive = _tar(simrd_source, tmp_path / "simrd.tar.gz", "simrd")
-    extracted = crosscheck.locate_simrd(archive, tmp_path / "work")
+    extracted = simrd.locate_simrd(archive, tmp_path / "work")
     assert extracted != simrd_source
     log, trace, budgets = _random_cases(tmp_path, 2)
     for budget in budgets:

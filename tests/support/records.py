@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dtrholes import records
-from dtrholes.records import Request, Usage
+from dtrholes.study import records
+from dtrholes.study.records import Request, Usage
 from simulator import get_policy, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import torchtrace
 from dtrholes.cli import main
+from dtrholes.traces import pytorch
 from simulator import budget_for, peak_memory, simulate
 from simulator.trace import parse_trace, provenance, read_trace
 from tests.support.archive import entry
 
-torch = pytest.importorskip("torch", reason=torchtrace.EXTRA_MISSING)
-profiler = pytest.importorskip("torch.profiler", reason=torchtrace.EXTRA_MISSING)
+torch = pytest.importorskip("torch", reason=pytorch.EXTRA_MISSING)
+profiler = pytest.importorskip("torch.profiler", reason=pytorch.EXTRA_MISSING)
 
 MODELS = Path(__file__).with_name("models.py")
-FLOPS = torchtrace.CostModel("flops")
+FLOPS = pytorch.CostModel("flops")
 
 
 def factory(name: str) -> str:
@@ -45,7 +45,7 @@ def allocator_peak(run) -> tuple[object, int]:
 def test_peak_equals_the_allocators_peak(model):
     # The whole trace_step runs under the profiler: the factory's parameters and inputs are
     # allocated inside it, so the allocator's peak counts them as the trace's constants do.
-    text, peak = allocator_peak(lambda: torchtrace.trace_step(factory(model), FLOPS))
+    text, peak = allocator_peak(lambda: pytorch.trace_step(factory(model), FLOPS))
     trace = parse_trace(text.encode(), model)
     assert peak_memory(trace) == peak
 
@@ -55,7 +55,7 @@ def test_resnet32_activations_match_the_published_trace(archive):
     allocates the same activations in the same order. Smaller fresh outputs differ by design:
     cuDNN's batch norm returns a 0-byte reserve, the CPU kernel none; DTR's PyTorch logged the
     running statistics' counter as an `add`, ours writes it in place (a MUTATE)."""
-    ours = torchtrace.trace_step(factory("resnet32"), FLOPS, fake=True)
+    ours = pytorch.trace_step(factory("resnet32"), FLOPS, fake=True)
     with zipfile.ZipFile(archive) as z:
         published = z.read(entry("resnet32").member).decode()
     mine, theirs = forward_activations(ours), forward_activations(published)
@@ -88,20 +88,20 @@ def forward_activations(text: str, at_least: int = 4096) -> list[int]:
 def test_fake_mode_records_what_a_real_step_does(model):
     """Shapes, aliasing, writes and frees under FakeTensorMode are those of the real step: with
     costs from shapes, the traces are equal below their provenance line."""
-    real = torchtrace.trace_step(factory(model), FLOPS, optimizer="sgd")
-    fake = torchtrace.trace_step(factory(model), FLOPS, optimizer="sgd", fake=True)
+    real = pytorch.trace_step(factory(model), FLOPS, optimizer="sgd")
+    fake = pytorch.trace_step(factory(model), FLOPS, optimizer="sgd", fake=True)
     assert real.split("\n", 1)[1] == fake.split("\n", 1)[1]
 
 
 def test_same_model_same_bytes():
-    a = torchtrace.trace_step(factory("attention"), FLOPS, optimizer="adam", seed=3)
-    b = torchtrace.trace_step(factory("attention"), FLOPS, optimizer="adam", seed=3)
+    a = pytorch.trace_step(factory("attention"), FLOPS, optimizer="adam", seed=3)
+    b = pytorch.trace_step(factory("attention"), FLOPS, optimizer="adam", seed=3)
     assert a == b
 
 
 def test_provenance_heads_the_trace():
-    costs = torchtrace.CostModel("roofline", gpu="a100")
-    text = torchtrace.trace_step(factory("mlp"), costs, optimizer="sgd")
+    costs = pytorch.CostModel("roofline", gpu="a100")
+    text = pytorch.trace_step(factory("mlp"), costs, optimizer="sgd")
     header = json.loads(text.split("\n", 1)[0])
     assert header["ANNOTATION"] == "PROVENANCE"
     given = header["PROVENANCE"]
@@ -115,7 +115,7 @@ def test_provenance_heads_the_trace():
 def test_in_place_writes_are_mutations():
     """SGD with momentum writes each parameter in place: a MUTATE of that parameter's own
     CONSTANT name, never a new CALL result; the trace stays parseable."""
-    text = torchtrace.trace_step(factory("mlp"), FLOPS, optimizer="sgd")
+    text = pytorch.trace_step(factory("mlp"), FLOPS, optimizer="sgd")
     lines = [json.loads(x) for x in text.splitlines()]
     constants = [x["NAME"] for x in lines if x["INSTRUCTION"] == "CONSTANT"]
     written = [x["ARGS"][i] for x in lines if x["INSTRUCTION"] == "MUTATE" for i in x["MUTATE"]]
@@ -125,16 +125,16 @@ def test_in_place_writes_are_mutations():
 
 
 def test_measured_costs_are_positive_and_name_the_processor():
-    costs = torchtrace.CostModel("measured", repeats=3)
-    text = torchtrace.trace_step(factory("mlp"), costs)
+    costs = pytorch.CostModel("measured", repeats=3)
+    text = pytorch.trace_step(factory("mlp"), costs)
     calls = [json.loads(x) for x in text.splitlines() if '"CALL"' in x]
     assert all(int(c["TIME"]) > 0 for c in calls)
     assert provenance(text.encode())["costs"]["processor"]
 
 
 def test_flops_costs_follow_the_formula():
-    costs = torchtrace.CostModel("flops", flops_per_ns=2.0, floor_ns=7)
-    text = torchtrace.trace_step(factory("mlp"), costs)
+    costs = pytorch.CostModel("flops", flops_per_ns=2.0, floor_ns=7)
+    text = pytorch.trace_step(factory("mlp"), costs)
     calls = [c for c in map(json.loads, text.splitlines()) if c["INSTRUCTION"] == "CALL"]
     first = {c["NAME"]: int(c["TIME"]) for c in reversed(calls)}
     assert first["tanh"] == 7  # no FLOP counter for elementwise calls: the floor
@@ -176,9 +176,9 @@ def test_cli_bad_cost_option_is_one_line(tmp_path, capsys):
 
 
 def test_roofline_costs_follow_the_formula():
-    costs = torchtrace.CostModel("roofline", gpu="v100")
-    gpu = torchtrace.GPUS["v100"]
-    text = torchtrace.trace_step(factory("mlp"), costs)
+    costs = pytorch.CostModel("roofline", gpu="v100")
+    gpu = pytorch.GPUS["v100"]
+    text = pytorch.trace_step(factory("mlp"), costs)
     calls = [c for c in map(json.loads, text.splitlines()) if c["INSTRUCTION"] == "CALL"]
     first = {c["NAME"]: int(c["TIME"]) for c in reversed(calls)}
     assert first["t"] == gpu.launch_ns  # a view moves no data

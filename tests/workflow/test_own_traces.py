@@ -9,7 +9,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from dtrholes import fetch, recost
+from dtrholes.traces import fetch, recost
 from tests.support.auditing import audit, failures
 from tests.support.scenario import copy_of, planned, planned_outputs, snakemake
 

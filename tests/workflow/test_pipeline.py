@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import maps, records
+from dtrholes.holes import maps
+from dtrholes.study import records
 from tests.support.archive import archive_source
 from tests.support.records import session_processes
 from tests.support.scenario import PLANNED, REPO, copy_of, planned, snakemake

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import records
+from dtrholes.study import records
 from tests.support.archive import archive_source
 from tests.support.scenario import REPO, make_scenario
 

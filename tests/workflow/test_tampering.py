@@ -13,7 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import fetch, maps, plan
+from dtrholes.holes import maps
+from dtrholes.study import plan
+from dtrholes.traces import fetch
 from tests.support.auditing import audit, failures
 from tests.support.scenario import copy_of
 

@@ -7,18 +7,12 @@ import sys
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
 
-from dtrholes import (
-    centrality,
-    crosscheck,
-    maps,
-    noise,
-    paper,
-    paths,
-    plan,
-    protocol,
-    settings,
-    stages,
-)
+from dtrholes.traces import betweenness
+from dtrholes.study import simrd, plan, protocol, settings
+from dtrholes.holes import maps, noise
+from dtrholes.report import paper
+from dtrholes.core import paths
+from dtrholes.pipeline import stages
 from simulator import UserError
 
 # The project's command line, run by the interpreter running Snakemake (no PATH assumptions).
@@ -42,7 +36,7 @@ OWN = SETTINGS.own
 # confirmation), each by the name its records carry, keyed by its name in paths.
 STAGES = {paths.stage_key(s): s for s in paths.stages(PARAMS)}
 SHA256 = {entry.name: entry.sha256 for entry in SETTINGS.entries}
-SIMRD = config["simrd_source"] or os.environ.get(crosscheck.SIMRD_ENV)
+SIMRD = config["simrd_source"] or os.environ.get(simrd.SIMRD_ENV)
 PUBLISHED = paper.PUBLISHED  # the study's published results, as data
 
 
@@ -154,14 +148,14 @@ def ranking_input(wildcards):
     """A sampling job of a policy that ranks storages waits for the trace's ranking, computed
     once (else concurrent jobs of a trace each computed it, inside their first timed run).
     """
-    seed = centrality.ranking_seed(
+    seed = betweenness.ranking_seed(
         protocol.policy_ref(PARAMS, wildcards.policy),
         protocol.policy_values(PARAMS, wildcards.policy),
     )
     if seed is None:
         return []
     return str(
-        centrality.cache_path(
+        betweenness.cache_path(
             paths.RESULTS, wildcards.trace, SHA256[wildcards.trace], seed
         )
     )

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import audit, evidence, explain, explanation, records
-from dtrholes.audit import claims, reexecution
-from dtrholes.audit import records as record_files
-from dtrholes.records import Request, Usage
+from dtrholes import audit
+from dtrholes.audit import check_claims, check_reexecution, inventory
+from dtrholes.audit import check_records as record_files
+from dtrholes.explain import build, types
+from dtrholes.study import records
+from dtrholes.study.records import Request, Usage
 from simulator import UserError, get_policy, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 
@@ -40,7 +42,7 @@ def loaded(
 ) -> audit.Context:
     """A context whose job outputs list `outputs` and state `sha256` of their records
     (default: that of each listed file as it is now)."""
-    files = evidence.scan(directory)
+    files = inventory.scan(directory)
     canonical = {f.record["run_id"]: f.record for f in files if f.canonical}
     if sha256 is None:
         on_file = {p.stem for p in directory.glob("*.json")}
@@ -48,7 +50,9 @@ def loaded(
             rel: records.checksums(directory, [i for i in ids if i in on_file])
             for rel, ids in outputs.items()
         }
-    inv = evidence.Inventory(directory.parent, files, canonical, outputs, {}, {}, {}, sha256=sha256)
+    inv = inventory.Inventory(
+        directory.parent, files, canonical, outputs, {}, {}, {}, sha256=sha256
+    )
     options = audit.Options(directory.parent, directory.parent, Path("sheet.tsv"))
     return audit.Context(options, inv, {})
 
@@ -129,8 +133,8 @@ EXPLAINED = tiny_trace(random_trace_text(193, 12))  # the explained hole of test
 
 
 @pytest.fixture(scope="module")
-def explained() -> explanation.Explanation:
-    return explain.explain(explain.Pair(EXPLAINED, "dtr", 377, 378))
+def explained() -> types.Explanation:
+    return build.explain(build.Pair(EXPLAINED, "dtr", 377, 378))
 
 
 def write_explanations(results: Path, pairs: list) -> Path:
@@ -142,8 +146,8 @@ def write_explanations(results: Path, pairs: list) -> Path:
 
 def test_an_explanation_citing_an_unlisted_record_fails(tmp_path: Path, explained) -> None:
     run_id = records.write_record(make(150), tmp_path / "records").stem
-    cites = explanation.Citations(ok=run_id, fail=run_id)
-    write_explanations(tmp_path, [explanation.to_json(dataclasses.replace(explained, cites=cites))])
+    cites = types.Citations(ok=run_id, fail=run_id)
+    write_explanations(tmp_path, [types.to_json(dataclasses.replace(explained, cites=cites))])
     found = failures(audit.check_explanations(loaded(tmp_path / "records", {OUTPUT: []})))
     assert found[0] == (
         "explanations: explain/tiny/dtr/explain.json: pair 0: the ok run cites"
@@ -152,7 +156,7 @@ def test_an_explanation_citing_an_unlisted_record_fails(tmp_path: Path, explaine
 
 
 def test_an_explanation_out_of_shape_fails_and_names_the_part(tmp_path: Path, explained) -> None:
-    pair = explanation.to_json(explained)
+    pair = types.to_json(explained)
     pair["divergence"]["ok"]["step"] = "four"
     del pair["cascade"]["rebuilding"][0]["depth"]
     write_explanations(tmp_path, [{"cites": {"ok": "a", "fail": "b"}}, pair])
@@ -179,27 +183,27 @@ def test_a_result_of_another_request_is_caught() -> None:
 
 def test_replay_answers_from_records_and_names_a_missing_one() -> None:
     record = make(150)
-    replay = claims.Replay({record["run_id"]: record})
+    replay = check_claims.Replay({record["run_id"]: record})
     assert replay.run(records.request_of(record))[0].to_dict() == record["result"]
     other = records.request_of(make(160))
-    with pytest.raises(claims.MissingRecord, match=other.run_id):
+    with pytest.raises(check_claims.MissingRecord, match=other.run_id):
         replay.run(other)
 
 
 def test_difference_finds_the_first_differing_path() -> None:
-    assert claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}) is None
-    assert claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == ("/a/1/b", 2, 3)
-    assert claims.difference([1, 2], [1]) == ("/", [1, 2], [1])
-    assert claims.difference({"x": True}, {"x": 1}) == ("/x", True, 1)
+    assert check_claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}) is None
+    assert check_claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == ("/a/1/b", 2, 3)
+    assert check_claims.difference([1, 2], [1]) == ("/", [1, 2], [1])
+    assert check_claims.difference({"x": True}, {"x": 1}) == ("/x", True, 1)
 
 
 def test_the_latest_render_extends_every_other() -> None:
     one = {"version": "a", "history": [{"id": "x"}]}
     two = {"version": "b", "history": [{"id": "x"}, {"id": "y"}]}
-    assert evidence.latest({"a": one, "b": two}) is two
+    assert inventory.latest({"a": one, "b": two}) is two
     other = {"version": "c", "history": [{"id": "z"}, {"id": "w"}]}
     with pytest.raises(UserError, match="diverging"):
-        evidence.latest({"a": one, "b": two, "c": other})
+        inventory.latest({"a": one, "b": two, "c": other})
 
 
 def test_evidence_lists_every_file_with_its_status(tmp_path: Path) -> None:
@@ -211,14 +215,16 @@ def test_evidence_lists_every_file_with_its_status(tmp_path: Path) -> None:
     shutil.copy(current, folder / ("0" * 32 + ".json"))
     (folder / f".{'e' * 32}.json.x1y2.part").write_text("{")  # a write cut short
     cited = {current.stem: [OUTPUT], "f" * 32: [OUTPUT]}
-    rows = {r["run_id"] + r["status"]: r for r in evidence.rows(evidence.scan(folder), cited, "v2")}
+    rows = {
+        r["run_id"] + r["status"]: r for r in inventory.rows(inventory.scan(folder), cited, "v2")
+    }
     assert rows[current.stem + "current"]["cited_by"] == OUTPUT
     assert "protocol version v1" in rows[older.stem + "superseded"]["reason"]
     assert "older plan" in rows[unlisted.stem + "superseded"]["reason"]
     assert "a copy of record" in rows[current.stem + "excluded"]["reason"]
     assert "interrupted write" in rows["e" * 32 + "excluded"]["reason"]
     assert rows["f" * 32 + "missing"]["cited_by"] == OUTPUT
-    evidence.write_csv(list(rows.values()), tmp_path / "evidence.csv")
+    inventory.write_csv(list(rows.values()), tmp_path / "evidence.csv")
     assert len((tmp_path / "evidence.csv").read_text().splitlines()) == 1 + 6
 
 
@@ -232,11 +238,11 @@ def test_an_edge_is_bounded_by_runs_ending_as_under_the_samples_cap() -> None:
     for r in (settled, probe):
         r["result"].update(budget=100, budget_lo=100, budget_hi=120)
     edge = {"below": 99, "above": 100, "outcome_below": "ok", "outcome_above": "thrashed"}
-    assert reexecution._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
+    assert check_reexecution._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
 
 
 def test_an_explanations_mechanism_must_be_what_its_parts_give(explained) -> None:
-    pair = explanation.from_json(json.loads(json.dumps(explanation.to_json(explained))))
+    pair = types.from_json(json.loads(json.dumps(types.to_json(explained))))
     assert audit.mechanism_problem(pair) is None
     text = pair.mechanism.text.replace("x1$", "x2", 1)
     edited = dataclasses.replace(pair, mechanism=dataclasses.replace(pair.mechanism, text=text))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dtrholes.centrality import cache_path, load_betweenness, ranking_seed
 from dtrholes.cli import main
+from dtrholes.traces.betweenness import cache_path, load_betweenness, ranking_seed
 from simulator import read_trace
 from tests.support.logs import CENTRALITY_CHAIN as CHAIN
 from tests.support.tracegen import tiny_trace

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dtrholes.compare import compare, markdown
+from dtrholes.report.hypotheses import compare, markdown
 
 
 def rows(

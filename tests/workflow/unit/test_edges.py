@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from dtrholes.edges import exact_edge, feasible
+from dtrholes.holes.edges import exact_edge, feasible
 from simulator import Result, UserError, budget_for, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 

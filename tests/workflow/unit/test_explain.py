@@ -8,8 +8,9 @@ import struct
 
 import pytest
 
-from dtrholes import explain, explanation, figures
 from dtrholes.cli import main
+from dtrholes.explain import build, types
+from dtrholes.report import figures
 from simulator import UserError, peak_memory, simulate, simulate_events
 from simulator import centrality as central
 from tests.support.tracegen import random_trace_text, tiny_trace
@@ -30,9 +31,9 @@ OK, FAIL = 377, 378
 
 
 @pytest.fixture(scope="module")
-def found() -> explanation.Explanation:
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
-    return explain.explain(pair)
+def found() -> types.Explanation:
+    pair = build.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    return build.explain(pair)
 
 
 def test_divergence_is_the_one_byte_at_step_four(found) -> None:
@@ -40,7 +41,7 @@ def test_divergence_is_the_one_byte_at_step_four(found) -> None:
     assert d.common_prefix == 1
     assert (d.ok.step, d.ok.storage, d.ok.shortfall) == (4, "x2", 1)
     assert (d.fail.step, d.fail.op, d.fail.storage) == (5, 2, "x8")
-    assert d.before.ok == explanation.EventCounts(evictions=1, rematerializations=0)
+    assert d.before.ok == types.EventCounts(evictions=1, rematerializations=0)
     assert found.ok.outcome == "ok" and found.fail.outcome == "oom"
 
 
@@ -83,7 +84,7 @@ def test_the_mechanism_tells_the_hand_traced_story(found) -> None:
     assert (e.runner_up, e.shortfall) == ("x8", 32)
     f = m.failure
     assert (f.depth, f.pinned, f.over_budget, f.outcome) == (3, 175, 11, "oom")
-    assert m.retention == explanation.RetentionNumbers(outcome="ok", overhead=1.71875, valid=True)
+    assert m.retention == types.RetentionNumbers(outcome="ok", overhead=1.71875, valid=True)
     first, second = m.text.split(". ")[:2]
     assert first == (
         "The failing budget has 1 byte more than the completing one, yet its run evicts x1$"
@@ -94,19 +95,19 @@ def test_the_mechanism_tells_the_hand_traced_story(found) -> None:
 
 
 def test_the_mechanism_comes_first_and_from_the_rest(found) -> None:
-    assert next(iter(explanation.to_json(found))) == "mechanism"
+    assert next(iter(types.to_json(found))) == "mechanism"
     parts = found.ok, found.fail, found.decisive, found.cascade, found.retention
-    assert explain.mechanism(*parts) == found.mechanism
-    text = explain.markdown(found)
+    assert build.mechanism(*parts) == found.mechanism
+    text = build.markdown(found)
     assert text.split("\n")[2] == f"**Mechanism.** {found.mechanism.text}"
 
 
 def test_the_decisive_decisions_are_listed_before_any_elision(found) -> None:
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
-    capped = explain.explain(pair, decisions=0)  # the window's decisions all left out
+    pair = build.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    capped = build.explain(pair, decisions=0)  # the window's decisions all left out
     assert capped.decisive == found.decisive
     assert capped.probe.ok.decisions == ()
-    text = explain.markdown(capped)
+    text = build.markdown(capped)
     contrast = "| ok | 1 | 4 | 4 | 1 | **x2 (1 / 2): contrast: the failing run keeps it** |"
     eviction = "| fail | 8 | 9 | 9 | 32 | **x1$ (1 / 4): evicts x1$: the failure rebuilds it** |"
     assert contrast in text and eviction in text
@@ -115,17 +116,17 @@ def test_the_decisive_decisions_are_listed_before_any_elision(found) -> None:
 
 
 def test_a_wider_window_lists_both_runs(found) -> None:
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL)
-    wide = explain.explain(pair, window=(3, 9), top=2)
+    pair = build.Pair(TRACE, "dtr", OK, FAIL)
+    wide = build.explain(pair, window=(3, 9), top=2)
     assert [d.step for d in wide.probe.ok.decisions][:2] == [3, 4]
     assert all(len(d.top) <= 2 for d in wide.probe.fail.decisions)
 
 
 @pytest.mark.parametrize("most", [0, 1, 4])
 def test_a_capped_probe_lists_the_windows_first_and_last_decisions(most: int, found) -> None:
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL)
-    every = explain.explain(pair, window=(0, 12)).probe
-    capped = explain.explain(pair, window=(0, 12), decisions=most).probe
+    pair = build.Pair(TRACE, "dtr", OK, FAIL)
+    every = build.explain(pair, window=(0, 12)).probe
+    capped = build.explain(pair, window=(0, 12), decisions=most).probe
     for run in ("ok", "fail"):
         listed = getattr(every, run).decisions
         assert len(listed) > 4 and getattr(every, run).omitted == 0
@@ -133,12 +134,12 @@ def test_a_capped_probe_lists_the_windows_first_and_last_decisions(most: int, fo
         assert getattr(capped, run).decisions == head + tail
         assert getattr(capped, run).omitted == len(listed) - most
         assert getattr(capped, run).steps == getattr(every, run).steps
-    text = explain.markdown(dataclasses.replace(found, probe=capped))
+    text = build.markdown(dataclasses.replace(found, probe=capped))
     assert f"… {len(every.fail.decisions) - most} decisions in the window's middle" in text
 
 
 def test_markdown_and_figure_come_from_the_json(found, tmp_path) -> None:
-    text = explain.markdown(found)
+    text = build.markdown(found)
     assert "Both runs make the same first 1 eviction decisions" in text
     assert "the intervention is valid" in text
     paths = figures.explanation(found, tmp_path / "pair")
@@ -167,7 +168,7 @@ def test_the_mechanism_figure_has_a_row_per_decisive_step(found) -> None:
 
 def test_the_mechanism_figure_is_byte_stable(found, tmp_path) -> None:
     first = figures.explanation(found, tmp_path / "a" / "pair", (".png",))[0]
-    read = explanation.from_json(json.loads(json.dumps(explanation.to_json(found))))
+    read = types.from_json(json.loads(json.dumps(types.to_json(found))))
     again = figures.explanation(read, tmp_path / "b" / "pair", (".png",))
     assert first.read_bytes() == again[0].read_bytes()
     assert b"Software" not in first.read_bytes() and b"tIME" not in first.read_bytes()
@@ -178,33 +179,31 @@ def test_the_mechanism_figure_is_byte_stable(found, tmp_path) -> None:
 
 def test_a_pair_that_does_not_fail_is_a_user_error() -> None:
     with pytest.raises(UserError, match="a completing and a failing budget"):
-        explain.explain(explain.Pair(TRACE, "dtr", FAIL, OK))
+        build.explain(build.Pair(TRACE, "dtr", FAIL, OK))
 
 
 def test_a_control_that_differs_makes_the_intervention_invalid(found) -> None:
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL)
+    pair = build.Pair(TRACE, "dtr", OK, FAIL)
     other = simulate(TRACE, OK)  # not the failing run: the control cannot reproduce it
-    r = explain._retention(pair, explain.Runs(), other, "x1$", None)
+    r = build._retention(pair, build.Runs(), other, "x1$", None)
     assert not r.valid
-    assert "the intervention is invalid" in explain.markdown(
-        dataclasses.replace(found, retention=r)
-    )
+    assert "the intervention is invalid" in build.markdown(dataclasses.replace(found, retention=r))
 
 
 def test_a_given_control_stands_for_the_control_replay(found) -> None:
     # The pipeline gives the failing run's record: it must give the failure as a replay would.
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
-    recorded = explain.explain(pair, control=simulate(TRACE, FAIL))
+    pair = build.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    recorded = build.explain(pair, control=simulate(TRACE, FAIL))
     assert recorded == found
-    assert not explain.explain(pair, control=simulate(TRACE, OK)).retention.valid
+    assert not build.explain(pair, control=simulate(TRACE, OK)).retention.valid
 
 
 def test_resnet32_acceptance(load_named) -> None:
     # The study's development pair: DTR completes at 0.101 of peak and fails at 0.104.
     trace = load_named("resnet32")
     peak = peak_memory(trace)
-    pair = explain.Pair(trace, "dtr", int(peak * 0.101), int(peak * 0.104), peak=peak)
-    found = explain.explain(pair)
+    pair = build.Pair(trace, "dtr", int(peak * 0.101), int(peak * 0.104), peak=peak)
+    found = build.explain(pair)
     assert found.ok.outcome == "ok" and found.fail.outcome == "oom"
     assert found.divergence.common_prefix > 0
     outermost = found.cascade.rebuilding[0]
@@ -233,8 +232,8 @@ def test_cli_writes_the_report_files(found, tmp_path, capsys) -> None:
     args = ["explain", "--trace", str(log), "--ok-budget", str(OK), "--fail-budget", str(FAIL)]
     assert main([*args, "--out", str(tmp_path / "out")]) == 0
     written = (tmp_path / "out" / "explain.json").read_text()
-    assert written == json.dumps([explanation.to_json(found)], sort_keys=True) + "\n"
-    assert explanation.from_json(json.loads(written)[0]).retention.storage == "x1$"
+    assert written == json.dumps([types.to_json(found)], sort_keys=True) + "\n"
+    assert types.from_json(json.loads(written)[0]).retention.storage == "x1$"
     assert (tmp_path / "out" / "pair-0.png").stat().st_size > 0
     assert main([*args[:3], "--ok-budget", str(FAIL), "--fail-budget", str(OK)]) == 2
     assert "expected a completing and a failing budget" in capsys.readouterr().err
@@ -244,20 +243,20 @@ def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
     trace = tiny_trace(random_trace_text(3))
     _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30), top=5)
     assert not events.of("decision")
-    assert explain._decisions(events) == ()
+    assert build._decisions(events) == ()
 
 
 def test_pairs_sharing_budgets_replay_each_once(found, monkeypatch) -> None:
     replayed = []
-    wrapped = ((explain.Pair, "record"), (explain.Recording, "retained"), (explain.Pair, "replay"))
+    wrapped = ((build.Pair, "record"), (build.Recording, "retained"), (build.Pair, "replay"))
     for owner, name in wrapped:
         original = getattr(owner, name)
         monkeypatch.setattr(
             owner, name, lambda self, *a, f=original, n=name: replayed.append(n) or f(self, *a)
         )
-    pair = explain.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
-    runs = explain.Runs()
-    first, again = explain.explain(pair, runs=runs), explain.explain(pair, runs=runs)
+    pair = build.Pair(TRACE, "dtr", OK, FAIL, peak=peak_memory(TRACE))
+    runs = build.Runs()
+    first, again = build.explain(pair, runs=runs), build.explain(pair, runs=runs)
     assert first == again == found
     assert replayed == ["record", "record", "retained", "replay"]  # x1$ retained, the control
     runs.record(pair, FAIL + 1)  # a third budget: the least recently used one (OK) goes
@@ -273,10 +272,10 @@ def test_a_pairs_centrality_is_what_its_replays_rank_by(monkeypatch) -> None:
         raise AssertionError("the betweenness was computed, not taken from the pair")
 
     monkeypatch.setattr(central, "betweenness", computed)
-    pair = explain.Pair(TRACE, "tcontrol-inspired", OK, FAIL, centrality=values)
-    x = explain.explain(pair)
+    pair = build.Pair(TRACE, "tcontrol-inspired", OK, FAIL, centrality=values)
+    x = build.explain(pair)
     plain = simulate(TRACE, FAIL, "tcontrol-inspired", centrality=values)
-    assert x.fail == explain.summary(plain, None)
+    assert x.fail == build.summary(plain, None)
     assert x.retention.control_reproduces_failure
 
 
@@ -297,7 +296,7 @@ def test_the_first_sentence_names_the_storage_its_steps_and_the_budget_differenc
     load_named, name: str, ok: int, fail: int
 ) -> None:
     trace = load_named(name)
-    x = explain.explain(explain.Pair(trace, "dtr", ok, fail, peak=peak_memory(trace)))
+    x = build.explain(build.Pair(trace, "dtr", ok, fail, peak=peak_memory(trace)))
     m, rebuilt = x.mechanism, x.cascade.rebuilding[0]
     assert (m.storage, m.removed_at_step) == (rebuilt.storage, rebuilt.evicted_at_step)
     assert m.steps_until_failure == rebuilt.steps_before_failure > 0

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from dtrholes import explain, explanation
-from dtrholes.explanation import ExplanationError
+from dtrholes.explain import build, types
+from dtrholes.explain.types import ExplanationError
 from simulator import peak_memory
 from tests.support.tracegen import random_trace_text, tiny_trace
 
@@ -16,37 +16,37 @@ TRACE = tiny_trace(random_trace_text(193, 12))  # the hand-traced hole of test_e
 
 
 @pytest.fixture(scope="module")
-def tiny() -> explanation.Explanation:
-    return explain.explain(explain.Pair(TRACE, "dtr", 377, 378, peak=peak_memory(TRACE)))
+def tiny() -> types.Explanation:
+    return build.explain(build.Pair(TRACE, "dtr", 377, 378, peak=peak_memory(TRACE)))
 
 
 @pytest.fixture(scope="module")
-def resnet32(load_named) -> explanation.Explanation:
+def resnet32(load_named) -> types.Explanation:
     # The study's development pair: DTR completes at 0.101 of peak and fails at 0.104.
     trace = load_named("resnet32")
     peak = peak_memory(trace)
-    pair = explain.Pair(trace, "dtr", int(peak * 0.101), int(peak * 0.104), peak=peak)
-    return explain.explain(pair)
+    pair = build.Pair(trace, "dtr", int(peak * 0.101), int(peak * 0.104), peak=peak)
+    return build.explain(pair)
 
 
-def written(x: explanation.Explanation) -> str:
+def written(x: types.Explanation) -> str:
     """The bytes `dtr-holes explain` writes for one pair (files.write_json, indent=None)."""
-    return json.dumps([explanation.to_json(x)], sort_keys=True) + "\n"
+    return json.dumps([types.to_json(x)], sort_keys=True) + "\n"
 
 
 @pytest.mark.parametrize("name", ["tiny", "resnet32"])
 def test_the_json_reads_back_to_the_same_explanation_and_bytes(name: str, request) -> None:
     x = request.getfixturevalue(name)
-    assert explanation.from_json(explanation.to_json(x)) == x
+    assert types.from_json(types.to_json(x)) == x
     text = written(x)
-    (read,) = (explanation.from_json(pair) for pair in json.loads(text))
+    (read,) = (types.from_json(pair) for pair in json.loads(text))
     assert read == x and written(read) == text
-    assert explain.markdown(read) == explain.markdown(x)
+    assert build.markdown(read) == build.markdown(x)
 
 
 def test_the_json_keeps_the_keys_of_its_parts(tiny) -> None:
     # Renaming a field changes every explanation file: these are the keys the files have.
-    x = explanation.to_json(tiny)
+    x = types.to_json(tiny)
     keys = {
         "": x,
         "mechanism": x["mechanism"],
@@ -72,8 +72,8 @@ def test_the_json_keeps_the_keys_of_its_parts(tiny) -> None:
         " storage valid",
     }
     assert "failed" not in x["probe"]["ok"]["steps"][-1]  # only a failing step has the key
-    cited = dataclasses.replace(tiny, cites=explanation.Citations(ok="a", fail="b"))
-    assert explanation.to_json(cited)["cites"] == {"ok": "a", "fail": "b"} and "cites" not in x
+    cited = dataclasses.replace(tiny, cites=types.Citations(ok="a", fail="b"))
+    assert types.to_json(cited)["cites"] == {"ok": "a", "fail": "b"} and "cites" not in x
 
 
 @pytest.mark.parametrize(
@@ -97,17 +97,17 @@ def test_the_json_keeps_the_keys_of_its_parts(tiny) -> None:
     ],
 )
 def test_json_out_of_shape_names_the_part(tiny, edit, message: str) -> None:
-    x = json.loads(json.dumps(explanation.to_json(tiny)))
+    x = json.loads(json.dumps(types.to_json(tiny)))
     edit(x)
     with pytest.raises(ExplanationError) as raised:
-        explanation.from_json(x)
+        types.from_json(x)
     assert str(raised.value).startswith(message)
 
 
 def test_a_score_may_be_infinite_and_a_ratio_an_integer(tiny) -> None:
-    x = explanation.to_json(tiny)
+    x = types.to_json(tiny)
     x["decisive"]["eviction"]["top"][0]["score"] = "inf"
     x["ok"]["ratio"] = 1
-    read = explanation.from_json(x)
+    read = types.from_json(x)
     assert read.decisive.eviction.top[0].score == "inf" and read.ok.ratio == 1
-    assert explanation.to_json(read) == x
+    assert types.to_json(read) == x

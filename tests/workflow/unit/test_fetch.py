@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import fetch
+from dtrholes.traces import fetch
 from simulator import store
 from simulator.errors import UserError
 from tests.support import archive as support

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from dtrholes import figures
+from dtrholes.report import figures
 
 PEAK = 1000
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dtrholes import fetch, files, records
+from dtrholes.core import files
+from dtrholes.study import records
+from dtrholes.traces import fetch
 from simulator import store
 from tests.support.archive import archive_source
 from tests.support.records import record_for

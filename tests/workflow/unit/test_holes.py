@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dtrholes.feasibility import Hole
-from dtrholes.holes import Sample, summarise
+from dtrholes.holes.feasibility import Hole
+from dtrholes.holes.sampled_holes import Sample, summarise
 from simulator import UserError
 
 

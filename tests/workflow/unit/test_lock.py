@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import provenance, records
+from dtrholes.core import provenance
+from dtrholes.study import records
 from tests.support.records import USAGE, request
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

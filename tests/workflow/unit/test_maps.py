@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from dtrholes import maps
-from dtrholes.maps import Map, MapError, Span, Tile
+from dtrholes.holes import maps
+from dtrholes.holes.maps import Map, MapError, Span, Tile
 from simulator import Trace, budget_for, peak_memory, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 
@@ -203,7 +203,7 @@ def _record(result, stage: str, outcome: str) -> dict:
 
 
 def test_the_plan_maps_cheap_series_whole_and_others_around_sampled_regions() -> None:
-    from dtrholes import stages
+    from dtrholes.pipeline import stages
 
     trace = tiny_trace(random_trace_text(2))
     peak = peak_memory(trace)

@@ -7,10 +7,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import fetch, maps, noise
 from dtrholes.cli import main
-from dtrholes.maps import Map, Span, Tile
-from dtrholes.recost import Recipe
+from dtrholes.holes import maps, noise
+from dtrholes.holes.maps import Map, Span, Tile
+from dtrholes.traces import fetch
+from dtrholes.traces.recost import Recipe
 
 REPO = Path(__file__).resolve().parents[3]
 PEAK = 100_000  # WIDEN (0.002) of it: 200 bytes

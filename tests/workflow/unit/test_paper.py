@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import paper
+from dtrholes.report import paper
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dtrholes import paths
+from dtrholes.core import paths
 
 
 def test_with_no_arguments_a_path_is_the_rules_pattern() -> None:

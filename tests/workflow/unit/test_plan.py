@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from dtrholes import plan, protocol, stages
+from dtrholes.pipeline import stages
+from dtrholes.study import plan, protocol
 
 REPO = Path(__file__).resolve().parents[3]
 PARAMS = protocol.load(REPO / "protocol").parameters

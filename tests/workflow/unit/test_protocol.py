@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import protocol
-from dtrholes.protocol import ProtocolError
+from dtrholes.study import protocol
+from dtrholes.study.protocol import ProtocolError
 
 REPO = Path(__file__).resolve().parents[3]
 # The latest shipped amendment's date: the amendments tests add are dated then (or later).

@@ -15,9 +15,10 @@ import llvmlite.binding as llvm
 import pyarrow.parquet as pq
 import pytest
 
-from dtrholes import provenance, records, runner
-from dtrholes.records import RecordError
-from dtrholes.runner import Session, run_requests
+from dtrholes.core import provenance
+from dtrholes.study import records, runner
+from dtrholes.study.records import RecordError
+from dtrholes.study.runner import Session, run_requests
 from simulator import simulate
 from tests.support.records import (
     TRACE,
@@ -30,7 +31,7 @@ from tests.support.records import (
 INTERRUPTED_CALLER = """
 import sys
 from pathlib import Path
-from dtrholes.runner import run_requests
+from dtrholes.study.runner import run_requests
 from tests.support.records import load_slowly, request
 try:
     run_requests([request(150)], load_slowly, Path(sys.argv[1]), fresh=sys.argv[2] == "fresh")
@@ -231,7 +232,7 @@ def test_a_runs_wall_time_leaves_out_its_policys_inputs(tmp_path, monkeypatch, f
     def slow_inputs(trace, policy, params, results_dir=None):
         time.sleep(2)
 
-    monkeypatch.setattr(runner.centrality, "for_policy", slow_inputs)  # forked workers see it
+    monkeypatch.setattr(runner.betweenness, "for_policy", slow_inputs)  # forked workers see it
     with Session(load_tiny, tmp_path, fresh=fresh) as session:
         session.run(request(150))
     record = records.read_record(tmp_path / f"{request(150).run_id}.json")

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dtrholes import fetch, recost
 from dtrholes.cli import main
+from dtrholes.traces import fetch, recost
 from simulator import peak_memory
 from simulator.trace import CALL_OP, MUTATE_OP, parse_trace, provenance
 from tests.support.archive import entry

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dtrholes import fetch, settings
+from dtrholes.study import settings
+from dtrholes.traces import fetch
 from simulator import UserError
 
 REPO = Path(__file__).resolve().parents[3]

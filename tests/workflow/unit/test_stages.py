@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dtrholes import fetch, records, runner, stages
+from dtrholes.pipeline import stages
+from dtrholes.study import records, runner
+from dtrholes.traces import fetch
 from simulator import simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 

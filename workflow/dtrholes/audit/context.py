@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtrholes import evidence, fetch
+from dtrholes.audit import inventory
+from dtrholes.traces import fetch
 from simulator import Trace, UserError, parse_trace
 from simulator.trace import provenance
 
@@ -67,14 +68,14 @@ class Context:
     """What the checks read, loaded once; traces are parsed from the archive when needed."""
 
     options: Options
-    inv: evidence.Inventory | None  # None in a rerun worker, which reads no records
+    inv: inventory.Inventory | None  # None in a rerun worker, which reads no records
     sheet: dict[str, fetch.TraceEntry]
     traces: dict[str, Trace | str] = field(default_factory=dict)  # parsed, or why not
     origins: dict[str, dict | None] = field(default_factory=dict)  # an own trace's, by name
 
 
 def load(options: Options) -> Context:
-    inv = evidence.inventory(options.results, options.protocol)
+    inv = inventory.inventory(options.results, options.protocol)
     return Context(options, inv, {e.name: e for e in fetch.read_sheet(options.sheet)})
 
 

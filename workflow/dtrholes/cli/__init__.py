@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from dtrholes import processes
 from dtrholes.cli import steps, user
+from dtrholes.core import processes
 from simulator import UserError
 
 

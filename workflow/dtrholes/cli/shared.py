@@ -8,7 +8,12 @@ import math
 import sys
 from pathlib import Path
 
-from dtrholes import explain, explanation, fetch, files, maps, plan, protocol, recost, stages
+from dtrholes.core import files
+from dtrholes.explain import build, types
+from dtrholes.holes import maps
+from dtrholes.pipeline import stages
+from dtrholes.study import plan, protocol
+from dtrholes.traces import fetch, recost
 from simulator import POLICIES, UserError
 
 
@@ -129,15 +134,15 @@ def progress(chunk: int, span: maps.Span):
 
 
 def write_explanations(
-    found: list[explanation.Explanation], out: Path, suffixes: tuple[str, ...]
+    found: list[types.Explanation], out: Path, suffixes: tuple[str, ...]
 ) -> None:
     """explain.json and explain.md in directory `out`, and a figure per pair in each format."""
-    from dtrholes import figures  # plotting libraries load only for commands that plot
+    from dtrholes.report import figures  # plotting libraries load only for commands that plot
 
     out.mkdir(parents=True, exist_ok=True)
-    written = [explanation.to_json(x) for x in found]
+    written = [types.to_json(x) for x in found]
     files.write_json(out / "explain.json", written, indent=None)  # ~10 MB: C encoder, 30x faster
-    text = "".join(explain.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
+    text = "".join(build.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
     files.write_text(out / "explain.md", text)
     for i, x in enumerate(found):
         figures.explanation(x, out / f"pair-{i}", suffixes=suffixes)

@@ -10,24 +10,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dtrholes import (
-    centrality,
-    compare,
-    crosscheck,
-    fetch,
-    files,
-    holes,
-    maps,
-    maptables,
-    noise,
-    paper,
-    paths,
-    plan,
-    protocol,
-    records,
-    stages,
-)
 from dtrholes.cli import shared
+from dtrholes.core import files, paths
+from dtrholes.holes import map_tables, maps, noise, sampled_holes
+from dtrholes.pipeline import stages
+from dtrholes.report import hypotheses, paper
+from dtrholes.study import plan, protocol, records, simrd
+from dtrholes.traces import betweenness, fetch
 from simulator import UserError, peak_memory
 from simulator.trace import provenance
 
@@ -58,7 +47,7 @@ def _add_noise_table(sub: argparse._SubParsersAction) -> None:
 
 
 def _noise_table(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for commands that plot
+    from dtrholes.report import figures  # plotting libraries load only for commands that plot
 
     found = {(m.trace, m.policy): m for m in map(maps.read, args.maps)}
     perturbations = noise.perturbations(fetch.read_sheet(args.sheet))
@@ -116,8 +105,8 @@ def _add_rank(sub: argparse._SubParsersAction) -> None:
 
 def _rank(args: argparse.Namespace) -> None:
     trace = stages.load_trace(args.trace, args.data, args.sheet)
-    centrality.load_betweenness(trace, args.seed, args.results)
-    print(centrality.cache_path(args.results, trace.name, trace.sha256, args.seed))
+    betweenness.load_betweenness(trace, args.seed, args.results)
+    print(betweenness.cache_path(args.results, trace.name, trace.sha256, args.seed))
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
@@ -243,12 +232,12 @@ def _add_holes(sub: argparse._SubParsersAction) -> None:
 
 
 def _holes(args: argparse.Namespace) -> None:
-    evidence = holes.Evidence(
+    evidence = sampled_holes.Evidence(
         edges=stages.by_series(args.edges, "edges"),
         repeats=stages.by_series(args.repeats, "regions"),
         protocol_version=stages.read_output(args.protocol)["version"],
     )
-    print(f"{holes.tabulate(args.records, evidence, args.out, args.markdown)} series")
+    print(f"{sampled_holes.tabulate(args.records, evidence, args.out, args.markdown)} series")
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
@@ -259,11 +248,11 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 def _compare(args: argparse.Namespace) -> None:
     rendered = stages.read_output(args.protocol)
-    table = compare.compare(
-        holes.read_rows(args.records), compare.roles(rendered), rendered["version"]
+    table = hypotheses.compare(
+        sampled_holes.read_rows(args.records), hypotheses.roles(rendered), rendered["version"]
     )
-    files.write_table(pa.Table.from_pylist(table, schema=compare.SCHEMA), args.out)
-    files.write_text(args.markdown, compare.markdown(table, rendered["version"]))
+    files.write_table(pa.Table.from_pylist(table, schema=hypotheses.SCHEMA), args.out)
+    files.write_text(args.markdown, hypotheses.markdown(table, rendered["version"]))
     print(f"{len(table)} comparisons")
 
 
@@ -278,8 +267,10 @@ def _add_paper(sub: argparse._SubParsersAction) -> None:
 
 
 def _paper(args: argparse.Namespace) -> None:
-    checked = holes.read_rows(args.crosscheck)
-    found = paper.reproduce(holes.read_rows(args.records), paper.load(args.published), checked)
+    checked = sampled_holes.read_rows(args.crosscheck)
+    found = paper.reproduce(
+        sampled_holes.read_rows(args.records), paper.load(args.published), checked
+    )
     files.write_table(paper.table(found), args.out)
     files.write_text(args.markdown, paper.render_markdown(found))
     print(found.verdict if found.ok else f"ERROR: {found.verdict}")
@@ -301,24 +292,24 @@ def _crosscheck(args: argparse.Namespace) -> None:
     rendered = stages.read_output(args.protocol)
     baselines = [stages.read_output(p) for p in args.baselines]
     points = stages.crosscheck_points(
-        holes.read_rows(args.records),
+        sampled_holes.read_rows(args.records),
         stages.by_series(args.repeats, "regions"),
-        crosscheck.policies(rendered),
+        simrd.policies(rendered),
         {b["trace"]: b["model_compute"] for b in baselines},
         paper.simrd_points(paper.load()),
     )
     work = paths.crosscheck_work(args.results)
-    source = crosscheck.locate_simrd(args.simrd, work) if args.simrd else None
+    source = simrd.locate_simrd(args.simrd, work) if args.simrd else None
     checked = []
     for i, point in enumerate(points, 1):
         log = None
         if source is not None:
-            log = crosscheck.trace_log(point["trace"], args.data, None, args.sheet, work / "logs")
-        checked.append(crosscheck.check_point(point, source, log, work / "runs"))
+            log = simrd.trace_log(point["trace"], args.data, None, args.sheet, work / "logs")
+        checked.append(simrd.check_point(point, source, log, work / "runs"))
         print(f"[{i}/{len(points)}] {point['trace']} {point['budget']:,}: {checked[-1]['status']}")
-    table = crosscheck.table_rows(checked)
-    files.write_table(pa.Table.from_pylist(table, schema=crosscheck.SCHEMA), args.out)
-    files.write_text(args.markdown, crosscheck.markdown(table, args.simrd))
+    table = simrd.table_rows(checked)
+    files.write_table(pa.Table.from_pylist(table, schema=simrd.SCHEMA), args.out)
+    files.write_text(args.markdown, simrd.markdown(table, args.simrd))
 
 
 def _add_figure_inputs(p: argparse.ArgumentParser, baseline: str, many: bool = False) -> None:
@@ -337,11 +328,11 @@ def _add_figures(sub: argparse._SubParsersAction) -> None:
 
 
 def _figures(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for commands that plot
+    from dtrholes.report import figures  # plotting libraries load only for commands that plot
 
     peak = stages.read_output(args.baseline)["peak_memory"]
-    rows = holes.read_rows(args.records)
-    figures.plot_trace(rows, holes.read_rows(args.holes), peak, args.trace, args.out)
+    rows = sampled_holes.read_rows(args.records)
+    figures.plot_trace(rows, sampled_holes.read_rows(args.holes), peak, args.trace, args.out)
 
 
 def _add_zoom(sub: argparse._SubParsersAction) -> None:
@@ -353,10 +344,10 @@ def _add_zoom(sub: argparse._SubParsersAction) -> None:
 
 
 def _zoom(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for commands that plot
+    from dtrholes.report import figures  # plotting libraries load only for commands that plot
 
     peak = stages.read_output(args.baseline)["peak_memory"]
-    rows, table = holes.read_rows(args.records), holes.read_rows(args.holes)
+    rows, table = sampled_holes.read_rows(args.records), sampled_holes.read_rows(args.holes)
     figures.plot_zoom(rows, table, peak, args.trace, args.policy, args.out)
 
 
@@ -367,7 +358,7 @@ def _add_figure1(sub: argparse._SubParsersAction) -> None:
 
 
 def _figure1(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for commands that plot
+    from dtrholes.report import figures  # plotting libraries load only for commands that plot
 
     baselines = [stages.read_output(path) for path in args.baseline]
     peaks = {b["trace"]: b["peak_memory"] for b in baselines}
@@ -376,7 +367,7 @@ def _figure1(args: argparse.Namespace) -> None:
         for p in paper.load().valid
         if p.status == "timeout" and p.policy == paper.FIGURE1_POLICY
     }
-    rows, table = holes.read_rows(args.records), holes.read_rows(args.holes)
+    rows, table = sampled_holes.read_rows(args.records), sampled_holes.read_rows(args.holes)
     figures.plot_figure1(rows, table, peaks, timeouts, args.out)
 
 
@@ -456,9 +447,9 @@ def _add_map_table(sub: argparse._SubParsersAction) -> None:
 
 def _map_table(args: argparse.Namespace) -> None:
     found = [maps.read(p) for p in args.maps]
-    series, found_holes = maptables.tabulate(found, holes.read_rows(args.records))
-    maptables.write(series, found_holes, args.out, args.holes, args.markdown)
-    print("\n".join(maptables.verdicts(series)))
+    series, found_holes = map_tables.tabulate(found, sampled_holes.read_rows(args.records))
+    map_tables.write(series, found_holes, args.out, args.holes, args.markdown)
+    print("\n".join(map_tables.verdicts(series)))
 
 
 def _add_map_figure(sub: argparse._SubParsersAction) -> None:
@@ -470,7 +461,7 @@ def _add_map_figure(sub: argparse._SubParsersAction) -> None:
 
 
 def _map_figure(args: argparse.Namespace) -> None:
-    from dtrholes import figures  # plotting libraries load only for commands that plot
+    from dtrholes.report import figures  # plotting libraries load only for commands that plot
 
     figures.save(figures.map_strips([maps.read(p) for p in args.maps], args.trace), args.out)
 

@@ -11,24 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from dtrholes import (
-    audit,
-    centrality,
-    edges,
-    explain,
-    fetch,
-    files,
-    maps,
-    maptables,
-    paths,
-    plan,
-    protocol,
-    recost,
-    stages,
-    torchtrace,
-)
+from dtrholes import audit
 from dtrholes.cli import shared
-from dtrholes.records import Request
+from dtrholes.core import files, paths
+from dtrholes.explain import build
+from dtrholes.holes import edges, map_tables, maps
+from dtrholes.pipeline import stages
+from dtrholes.study import plan, protocol
+from dtrholes.study.records import Request
+from dtrholes.traces import betweenness, fetch, pytorch, recost
 from simulator import (
     Replayer,
     Result,
@@ -69,7 +60,7 @@ def _simulate(args: argparse.Namespace) -> None:
     trace = fetch.load_trace(args.trace, fetch.default_data_dir(), args.archive)
     budget = args.budget if args.budget is not None else budget_for(trace, args.ratio)
     params = dict(args.param)
-    central = centrality.for_policy(trace, args.policy, params)
+    central = betweenness.for_policy(trace, args.policy, params)
     result = simulate(trace, budget, args.policy, params, overhead_cap=args.cap, centrality=central)
     print(json.dumps(result.to_dict(), sort_keys=True) if args.json else _describe(result))
 
@@ -107,7 +98,7 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     shared.add_policy(p)
     p.add_argument("--cap", type=float, default=None, help="overhead cap")
     p.add_argument("--window", type=_window, help="FIRST:LAST steps the probe lists")
-    p.add_argument("--top", type=shared.count, default=explain.TOP, help="candidates per decision")
+    p.add_argument("--top", type=shared.count, default=build.TOP, help="candidates per decision")
     p.add_argument(
         "--decisions", type=shared.count, help="at most N decisions per run (first and last halves)"
     )
@@ -132,11 +123,11 @@ def _explain(args: argparse.Namespace) -> None:
         for ratio, budget in ((args.ok, args.ok_budget), (args.fail, args.fail_budget))
     )
     params = get_policy(args.policy).resolve(dict(args.param))
-    central = centrality.for_policy(trace, args.policy, dict(params))
-    pair = explain.Pair(trace, args.policy, ok, fail, params, args.cap, peak, central)
-    found = explain.explain(pair, args.window, args.top, args.decisions)
+    central = betweenness.for_policy(trace, args.policy, dict(params))
+    pair = build.Pair(trace, args.policy, ok, fail, params, args.cap, peak, central)
+    found = build.explain(pair, args.window, args.top, args.decisions)
     if args.out is None:
-        print(explain.markdown(found), end="")
+        print(build.markdown(found), end="")
     else:
         shared.write_explanations([found], args.out, (".png", ".pdf"))
         print(f"wrote {args.out}/explain.json, explain.md, pair-0.png, pair-0.pdf")
@@ -167,7 +158,7 @@ def _map(args: argparse.Namespace) -> None:
     if policy.budget_dependent:
         expected = "a policy whose score reads no budget (budget, shortfall): not mapped"
         raise UserError("--policy", expected, f"{policy.name}, which certifies single budgets")
-    central = centrality.for_policy(trace, args.policy, params)
+    central = betweenness.for_policy(trace, args.policy, params)
     resolved = policy.resolve(params)
     replayer = Replayer(trace, policy, params, args.cap, central)
     source = {"policy_source": policy.source, "policy_sha256": policy.source_sha256}
@@ -184,7 +175,7 @@ def _map(args: argparse.Namespace) -> None:
     m = maps.Map(trace.name, policy.name, peak, (span,), tuple(tiles))
     maps.write(m, args.out)
     summary = maps.summarise(m)
-    print(f"{trace.name} · {policy.name}: {summary.runs:,} runs, {maptables.verdict(m, summary)}")
+    print(f"{trace.name} · {policy.name}: {summary.runs:,} runs, {map_tables.verdict(m, summary)}")
     for hole in summary.holes[:20]:
         print(
             f"  fails {hole.first:,}..{hole.last:,} bytes ({hole.first / peak:.6f}–"
@@ -207,7 +198,7 @@ def _edge(args: argparse.Namespace) -> None:
         raise UserError("--low, --high", "--low below --high", f"{args.low} and {args.high}")
     trace = fetch.load_trace(args.trace, fetch.default_data_dir())
     peak, params = peak_memory(trace), dict(args.param)
-    central = centrality.for_policy(trace, args.policy, params)
+    central = betweenness.for_policy(trace, args.policy, params)
 
     def run(budget: int, cap: float | None = None) -> Result:
         cap = args.cap if cap is None else cap
@@ -358,7 +349,7 @@ def _add_trace_torch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=shared.out_file, required=True, help="the trace (.log) to write")
     p.add_argument(
         "--cost",
-        choices=torchtrace.COST_MODELS,
+        choices=pytorch.COST_MODELS,
         default="flops",
         help="operator costs: measured CPU time, FLOPs plus a floor, or a GPU roofline",
     )
@@ -367,22 +358,20 @@ def _add_trace_torch(sub: argparse._SubParsersAction) -> None:
         "--flops-per-ns", type=shared.positive_number, default=10.0, help="flops: throughput"
     )
     p.add_argument("--floor-ns", type=shared.count, default=1000, help="flops: cost per call")
-    p.add_argument("--gpu", choices=sorted(torchtrace.GPUS), default="v100", help="roofline")
+    p.add_argument("--gpu", choices=sorted(pytorch.GPUS), default="v100", help="roofline")
     p.add_argument(
         "--fake",
         action="store_true",
         help="shapes only (FakeTensorMode): no memory, no arithmetic; not with measured costs",
     )
-    p.add_argument("--optimizer", choices=torchtrace.OPTIMIZERS, default="none")
+    p.add_argument("--optimizer", choices=pytorch.OPTIMIZERS, default="none")
     p.add_argument("--seed", type=shared.count, default=0, help="torch.manual_seed before all")
     p.set_defaults(run=_trace_torch)
 
 
 def _trace_torch(args: argparse.Namespace) -> None:
-    costs = torchtrace.CostModel(
-        args.cost, args.repeats, args.flops_per_ns, args.floor_ns, args.gpu
-    )
-    text = torchtrace.trace_step(
+    costs = pytorch.CostModel(args.cost, args.repeats, args.flops_per_ns, args.floor_ns, args.gpu)
+    text = pytorch.trace_step(
         args.factory, costs, fake=args.fake, optimizer=args.optimizer, seed=args.seed
     )
     files.write_text(args.out, text)
