@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from dtrholes import audit
-from dtrholes.audit import check_claims, check_reexecution, inventory
-from dtrholes.audit import check_records as record_files
+from dtrholes.audit import claims, inventory, record_files, reexecution
 from dtrholes.explain import build, types
 from dtrholes.study import records
 from dtrholes.study.records import Request, Usage
@@ -183,18 +182,18 @@ def test_a_result_of_another_request_is_caught() -> None:
 
 def test_replay_answers_from_records_and_names_a_missing_one() -> None:
     record = make(150)
-    replay = check_claims.Replay({record["run_id"]: record})
+    replay = claims.Replay({record["run_id"]: record})
     assert replay.run(records.request_of(record))[0].to_dict() == record["result"]
     other = records.request_of(make(160))
-    with pytest.raises(check_claims.MissingRecord, match=other.run_id):
+    with pytest.raises(claims.MissingRecord, match=other.run_id):
         replay.run(other)
 
 
 def test_difference_finds_the_first_differing_path() -> None:
-    assert check_claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}) is None
-    assert check_claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == ("/a/1/b", 2, 3)
-    assert check_claims.difference([1, 2], [1]) == ("/", [1, 2], [1])
-    assert check_claims.difference({"x": True}, {"x": 1}) == ("/x", True, 1)
+    assert claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}) is None
+    assert claims.difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == ("/a/1/b", 2, 3)
+    assert claims.difference([1, 2], [1]) == ("/", [1, 2], [1])
+    assert claims.difference({"x": True}, {"x": 1}) == ("/x", True, 1)
 
 
 def test_the_latest_render_extends_every_other() -> None:
@@ -238,7 +237,7 @@ def test_an_edge_is_bounded_by_runs_ending_as_under_the_samples_cap() -> None:
     for r in (settled, probe):
         r["result"].update(budget=100, budget_lo=100, budget_hi=120)
     edge = {"below": 99, "above": 100, "outcome_below": "ok", "outcome_above": "thrashed"}
-    assert check_reexecution._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
+    assert reexecution._bounding([probe, below, settled], edge, 60) == ["ok", "full"]
 
 
 def test_an_explanations_mechanism_must_be_what_its_parts_give(explained) -> None:

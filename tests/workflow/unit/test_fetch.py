@@ -226,7 +226,7 @@ def test_data_dir_defaults_to_the_repository_and_follows_the_env_var(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.delenv(fetch.DATA_ENV, raising=False)
-    assert fetch.default_data_dir() == Path(fetch.__file__).resolve().parents[2] / "data"
+    assert fetch.default_data_dir() == Path(fetch.__file__).resolve().parents[3] / "data"
     monkeypatch.setenv(fetch.DATA_ENV, str(tmp_path))
     assert fetch.default_data_dir() == tmp_path
 

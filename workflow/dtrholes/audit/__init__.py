@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from dtrholes.audit.check_claims import check_claims
-from dtrholes.audit.check_evidence import check_evidence, evidence_table
-from dtrholes.audit.check_explanations import check_explanations, mechanism_problem
-from dtrholes.audit.check_maps import check_maps
-from dtrholes.audit.check_provenance import check_provenance
-from dtrholes.audit.check_records import check_records
-from dtrholes.audit.check_reexecution import check_reexecution, sample
+from dtrholes.audit.claims import check_claims
 from dtrholes.audit.context import SEED, Check, Context, Failure, Options, load
+from dtrholes.audit.evidence import check_evidence, evidence_table
+from dtrholes.audit.explanations import check_explanations, mechanism_problem
+from dtrholes.audit.map_tiles import check_maps
+from dtrholes.audit.origins import check_provenance
+from dtrholes.audit.record_files import check_records
+from dtrholes.audit.reexecution import check_reexecution, sample
 from dtrholes.audit.verdicts import Report, write
 
 __all__ = [

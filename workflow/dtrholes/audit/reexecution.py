@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
-from dtrholes.audit import check_claims
+from dtrholes.audit import claims
 from dtrholes.audit.context import Check, Context, Failure, Options, trace_of
 from dtrholes.core import paths, processes
 from dtrholes.holes import sampled_holes
@@ -169,11 +169,11 @@ def _rerun(ctx: Context, record: dict) -> list[Failure]:
     again, stated = _canonical(result), _canonical(record["result"])
     if again == stated:
         return []
-    found = check_claims.difference(json.loads(stated), json.loads(again))
+    found = claims.difference(json.loads(stated), json.loads(again))
     if found is None:
         return [Failure("re-execution", where, "rerun gives a Result with other bytes")]
     path, a, b = found
-    recorded, rerun = check_claims.short(a), check_claims.short(b)
+    recorded, rerun = claims.short(a), claims.short(b)
     message = f"rerun gives another Result: {path}: recorded {recorded}, rerun {rerun}"
     return [Failure("re-execution", where, message)]
 
