@@ -5,7 +5,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-OK, OOM, THRASHED = "ok", "oom", "thrashed"
+OK, OOM, THRASHED = "ok", "oom", "thrashed"  # a replay's outcomes
+FAILING = (OOM, THRASHED)
+# Not a replay's outcome: a run its wall-clock guard stopped (ours or unmodified simrd's), whose
+# outcome is unknown. Every table and record names such a run by it.
+TIMEOUT = "timeout"
+OUTCOMES = (OK, OOM, THRASHED, TIMEOUT)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from snakemake.io import checkpoint_target
 from dtrholes.traces import betweenness
 from dtrholes.study import simrd, plan, protocol, settings
 from dtrholes.holes import maps, noise
-from dtrholes.report import paper
+from dtrholes.report.paper import published
 from dtrholes.core import paths
 from dtrholes.pipeline import stages
 from simulator import UserError
@@ -37,7 +37,7 @@ OWN = SETTINGS.own
 STAGES = {paths.stage_key(s): s for s in paths.stages(PARAMS)}
 SHA256 = {entry.name: entry.sha256 for entry in SETTINGS.entries}
 SIMRD = config["simrd_source"] or os.environ.get(simrd.SIMRD_ENV)
-PUBLISHED = paper.PUBLISHED  # the study's published results, as data
+PUBLISHED = published.PUBLISHED  # the study's published results, as data
 
 
 wildcard_constraints:
@@ -286,7 +286,8 @@ FIGURED = list(dict.fromkeys(t for t, _ in SERIES))  # the traces with a sampled
 
 def figure1_traces():
     """The traces of the study's Figure 1 with a sampled series under DTR."""
-    return [t for t in paper.FIGURE1 if (t, paper.FIGURE1_POLICY) in SERIES]
+    names = published.study_names()
+    return [t for t in names.figure1_traces if (t, names.figure1_policy) in SERIES]
 
 
 def figure1_baselines():
@@ -308,7 +309,7 @@ def figure_outputs():
 
 
 def figure1():
-    return paths.figure("figure1", paper.FIGURE1_POLICY)
+    return paths.figure("figure1", published.study_names().figure1_policy)
 
 
 def all_outputs():

@@ -14,7 +14,8 @@ from dtrholes.audit.context import Check, Context, Failure
 from dtrholes.core import paths
 from dtrholes.holes import map_tables, maps, sampled_holes
 from dtrholes.pipeline import stages
-from dtrholes.report import hypotheses, paper
+from dtrholes.report import hypotheses
+from dtrholes.report.paper import comparison, output, published
 from dtrholes.study import plan, protocol, records, simrd
 from simulator import Result, UserError
 
@@ -179,9 +180,9 @@ def _comparison(inv: inventory.Inventory, rows: list[dict]) -> tuple[int, list[F
 
 def _paper(inv: inventory.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     checked = sampled_holes.read_rows(paths.table("crosscheck", root=inv.results))
-    found = paper.reproduce(rows, paper.load(), checked)
-    derived = paper.table(found).to_pylist()
-    return _table(inv, "paper", derived, paper.render_markdown(found), _paper_key)
+    found = comparison.reproduce(rows, published.load(), checked)
+    derived = output.table(found).to_pylist()
+    return _table(inv, "paper", derived, output.render_markdown(found), _paper_key)
 
 
 def _maps(inv: inventory.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
@@ -216,7 +217,11 @@ def _crosscheck(inv: inventory.Inventory, rows: list[dict]) -> tuple[int, list[F
         t: stages.read_output(paths.baseline(t, inv.results))["model_compute"] for t in traces
     }
     points = stages.crosscheck_points(
-        rows, repeats, simrd.policies(inv.rendered), computes, paper.simrd_points(paper.load())
+        rows,
+        repeats,
+        simrd.policies(inv.rendered),
+        computes,
+        published.simrd_points(published.load()),
     )
     derived = simrd.table_rows([_checked(p, stated) for p in points])
     text = simrd.markdown(derived, None)

@@ -14,10 +14,12 @@ from dtrholes.cli import shared
 from dtrholes.core import files, paths
 from dtrholes.holes import map_tables, maps, noise, sampled_holes
 from dtrholes.pipeline import stages
-from dtrholes.report import hypotheses, paper
+from dtrholes.report import hypotheses
+from dtrholes.report.paper import comparison, output, published
 from dtrholes.study import plan, protocol, records, simrd
 from dtrholes.traces import betweenness, fetch
 from simulator import UserError, peak_memory
+from simulator.result import TIMEOUT
 from simulator.trace import provenance
 
 
@@ -268,11 +270,11 @@ def _add_paper(sub: argparse._SubParsersAction) -> None:
 
 def _paper(args: argparse.Namespace) -> None:
     checked = sampled_holes.read_rows(args.crosscheck)
-    found = paper.reproduce(
-        sampled_holes.read_rows(args.records), paper.load(args.published), checked
+    found = comparison.reproduce(
+        sampled_holes.read_rows(args.records), published.load(args.published), checked
     )
-    files.write_table(paper.table(found), args.out)
-    files.write_text(args.markdown, paper.render_markdown(found))
+    files.write_table(output.table(found), args.out)
+    files.write_text(args.markdown, output.render_markdown(found))
     print(found.verdict if found.ok else f"ERROR: {found.verdict}")
 
 
@@ -296,7 +298,7 @@ def _crosscheck(args: argparse.Namespace) -> None:
         stages.by_series(args.repeats, "regions"),
         simrd.policies(rendered),
         {b["trace"]: b["model_compute"] for b in baselines},
-        paper.simrd_points(paper.load()),
+        published.simrd_points(published.load()),
     )
     work = paths.crosscheck_work(args.results)
     source = simrd.locate_simrd(args.simrd, work) if args.simrd else None
@@ -364,8 +366,8 @@ def _figure1(args: argparse.Namespace) -> None:
     peaks = {b["trace"]: b["peak_memory"] for b in baselines}
     timeouts = {
         (p.trace, p.budget)
-        for p in paper.load().valid
-        if p.status == "timeout" and p.policy == paper.FIGURE1_POLICY
+        for p in published.load().valid
+        if p.status == TIMEOUT and p.policy == published.study_names().figure1_policy
     }
     rows, table = sampled_holes.read_rows(args.records), sampled_holes.read_rows(args.holes)
     figures.plot_figure1(rows, table, peaks, timeouts, args.out)

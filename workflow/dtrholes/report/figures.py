@@ -20,7 +20,7 @@ import seaborn as sns  # noqa: E402
 from dtrholes.core import files
 from dtrholes.core.paths import figure_name  # noqa: E402
 from dtrholes.explain.types import Explanation, Mechanism, RunSummary  # noqa: E402
-from dtrholes.report.paper import FIGURE1, FIGURE1_POLICY  # noqa: E402
+from dtrholes.report.paper.published import study_names  # noqa: E402
 from dtrholes.study import plan  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
@@ -168,16 +168,17 @@ def figure1(panels: list[tuple[str, pd.DataFrame, pd.DataFrame, int]], timeouts:
     against budget with the nesting depth at peak pinned memory on y, around its regions,
     regions shaded, exact edges dashed, and ringed the samples where the study timed out
     (`timeouts`: (trace, budget)) and this run resolved."""
+    policy = study_names().figure1_policy
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.6 * len(panels) + 0.8), squeeze=False)
     for ax, (trace, rows, holes, peak) in zip(axes[:, 0], panels, strict=True):
-        _figure1_panel(ax, trace, rows[rows.policy == FIGURE1_POLICY], holes, peak, timeouts)
+        _figure1_panel(ax, trace, rows[rows.policy == policy], holes, peak, timeouts)
     _legend(fig, axes)
-    fig.suptitle(f"Feasibility against budget under {FIGURE1_POLICY} (the study's Figure 1)")
+    fig.suptitle(f"Feasibility against budget under {policy} (the study's Figure 1)")
     return fig
 
 
 def _figure1_panel(ax, trace, rows, holes, peak, timeouts) -> None:
-    regions = zoom_regions(holes, FIGURE1_POLICY)
+    regions = zoom_regions(holes, study_names().figure1_policy)
     low, high = _window([r for r, _ in regions], rows)
     shown = rows[rows.budget.between(low, high)].assign(x=lambda r: r.budget / peak)
     for region, edges in regions:
@@ -287,10 +288,12 @@ def plot_zoom(
 def plot_figure1(
     records: list[dict], holes: list[dict], peaks: dict[str, int], timeouts: set, out: Path
 ) -> list[Path]:
-    """The study's Figure 1 for DTR, a panel per trace of FIGURE1 that `peaks` has."""
+    """The study's Figure 1 for DTR, a panel per trace of its Figure 1 that `peaks` has."""
     table = pd.DataFrame(records)
-    panels = [(t, sampled(table, t), _of_trace(holes, t), peaks[t]) for t in FIGURE1 if t in peaks]
-    return save(figure1(panels, timeouts), out / figure_name("figure1", FIGURE1_POLICY))
+    names = study_names()
+    shown = [t for t in names.figure1_traces if t in peaks]
+    panels = [(t, sampled(table, t), _of_trace(holes, t), peaks[t]) for t in shown]
+    return save(figure1(panels, timeouts), out / figure_name("figure1", names.figure1_policy))
 
 
 def _of_trace(holes: list[dict], trace: str) -> pd.DataFrame:
