@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from dtrholes.cli import main
-from dtrholes.explain import build, types
+from dtrholes.explain import build, decisions, markdown, mechanism, types
 from dtrholes.report import figures
 from simulator import UserError, peak_memory, simulate, simulate_events
 from simulator import centrality as central
@@ -97,8 +97,8 @@ def test_the_mechanism_tells_the_hand_traced_story(found) -> None:
 def test_the_mechanism_comes_first_and_from_the_rest(found) -> None:
     assert next(iter(types.to_json(found))) == "mechanism"
     parts = found.ok, found.fail, found.decisive, found.cascade, found.retention
-    assert build.mechanism(*parts) == found.mechanism
-    text = build.markdown(found)
+    assert mechanism.mechanism(*parts) == found.mechanism
+    text = markdown.markdown(found)
     assert text.split("\n")[2] == f"**Mechanism.** {found.mechanism.text}"
 
 
@@ -107,7 +107,7 @@ def test_the_decisive_decisions_are_listed_before_any_elision(found) -> None:
     capped = build.explain(pair, decisions=0)  # the window's decisions all left out
     assert capped.decisive == found.decisive
     assert capped.probe.ok.decisions == ()
-    text = build.markdown(capped)
+    text = markdown.markdown(capped)
     contrast = "| ok | 1 | 4 | 4 | 1 | **x2 (1 / 2): contrast: the failing run keeps it** |"
     eviction = "| fail | 8 | 9 | 9 | 32 | **x1$ (1 / 4): evicts x1$: the failure rebuilds it** |"
     assert contrast in text and eviction in text
@@ -134,12 +134,12 @@ def test_a_capped_probe_lists_the_windows_first_and_last_decisions(most: int, fo
         assert getattr(capped, run).decisions == head + tail
         assert getattr(capped, run).omitted == len(listed) - most
         assert getattr(capped, run).steps == getattr(every, run).steps
-    text = build.markdown(dataclasses.replace(found, probe=capped))
+    text = markdown.markdown(dataclasses.replace(found, probe=capped))
     assert f"… {len(every.fail.decisions) - most} decisions in the window's middle" in text
 
 
 def test_markdown_and_figure_come_from_the_json(found, tmp_path) -> None:
-    text = build.markdown(found)
+    text = markdown.markdown(found)
     assert "Both runs make the same first 1 eviction decisions" in text
     assert "the intervention is valid" in text
     paths = figures.explanation(found, tmp_path / "pair")
@@ -187,7 +187,9 @@ def test_a_control_that_differs_makes_the_intervention_invalid(found) -> None:
     other = simulate(TRACE, OK)  # not the failing run: the control cannot reproduce it
     r = build._retention(pair, build.Runs(), other, "x1$", None)
     assert not r.valid
-    assert "the intervention is invalid" in build.markdown(dataclasses.replace(found, retention=r))
+    assert "the intervention is invalid" in markdown.markdown(
+        dataclasses.replace(found, retention=r)
+    )
 
 
 def test_a_given_control_stands_for_the_control_replay(found) -> None:
@@ -243,7 +245,7 @@ def test_a_probe_of_a_run_without_decisions_lists_none() -> None:
     trace = tiny_trace(random_trace_text(3))
     _, events = simulate_events(trace, peak_memory(trace), candidates=(0, 30), top=5)
     assert not events.of("decision")
-    assert build._decisions(events) == ()
+    assert decisions._decisions(events) == ()
 
 
 def test_pairs_sharing_budgets_replay_each_once(found, monkeypatch) -> None:

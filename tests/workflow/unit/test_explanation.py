@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dtrholes.explain import build, types
+from dtrholes.explain import build, markdown, types
 from dtrholes.explain.types import ExplanationError
 from simulator import peak_memory
 from tests.support.tracegen import random_trace_text, tiny_trace
@@ -41,7 +41,7 @@ def test_the_json_reads_back_to_the_same_explanation_and_bytes(name: str, reques
     text = written(x)
     (read,) = (types.from_json(pair) for pair in json.loads(text))
     assert read == x and written(read) == text
-    assert build.markdown(read) == build.markdown(x)
+    assert markdown.markdown(read) == markdown.markdown(x)
 
 
 def test_the_json_keeps_the_keys_of_its_parts(tiny) -> None:

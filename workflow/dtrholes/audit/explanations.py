@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dtrholes.audit.context import Check, Context, Failure
-from dtrholes.explain import build, types
+from dtrholes.explain import build, mechanism, types
 from simulator import Result
 
 
@@ -34,7 +34,7 @@ def check_explanations(ctx: Context) -> Check:
 def mechanism_problem(x: types.Explanation) -> str | None:
     """Whether an explanation's mechanism summary is not what its other parts give."""
     try:
-        derived = build.mechanism(x.ok, x.fail, x.decisive, x.cascade, x.retention)
+        derived = mechanism.mechanism(x.ok, x.fail, x.decisive, x.cascade, x.retention)
     except (AttributeError, TypeError, ValueError) as exc:  # parts that do not fit together
         return f"its mechanism summary cannot be derived from its parts ({type(exc).__name__})"
     if x.mechanism != derived:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from dtrholes.core import files
-from dtrholes.explain import build, types
+from dtrholes.explain import markdown, types
 from dtrholes.holes import maps
 from dtrholes.pipeline import stages
 from dtrholes.study import plan, protocol
@@ -142,7 +142,7 @@ def write_explanations(
     out.mkdir(parents=True, exist_ok=True)
     written = [types.to_json(x) for x in found]
     files.write_json(out / "explain.json", written, indent=None)  # ~10 MB: C encoder, 30x faster
-    text = "".join(build.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
+    text = "".join(markdown.markdown(x) + "\n" for x in found) or "No confirmed region.\n"
     files.write_text(out / "explain.md", text)
     for i, x in enumerate(found):
         figures.explanation(x, out / f"pair-{i}", suffixes=suffixes)

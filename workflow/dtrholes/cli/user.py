@@ -14,7 +14,7 @@ from pathlib import Path
 from dtrholes import audit
 from dtrholes.cli import shared
 from dtrholes.core import files, paths
-from dtrholes.explain import build
+from dtrholes.explain import build, markdown
 from dtrholes.holes import edges, map_tables, maps
 from dtrholes.pipeline import stages
 from dtrholes.study import plan, protocol
@@ -127,7 +127,7 @@ def _explain(args: argparse.Namespace) -> None:
     pair = build.Pair(trace, args.policy, ok, fail, params, args.cap, peak, central)
     found = build.explain(pair, args.window, args.top, args.decisions)
     if args.out is None:
-        print(build.markdown(found), end="")
+        print(markdown.markdown(found), end="")
     else:
         shared.write_explanations([found], args.out, (".png", ".pdf"))
         print(f"wrote {args.out}/explain.json, explain.md, pair-0.png, pair-0.pdf")
