@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from dtrholes.core.samples import Sample
 from dtrholes.holes.feasibility import Hole
-from dtrholes.holes.sampled_holes import Sample, summarise
+from dtrholes.holes.sampled_holes import summarise
 from simulator import UserError
 
 
 def series(*outcomes: str) -> list[Sample]:
     """Outcomes at budgets 10, 20, 30, ... ('-' for a timeout)."""
     names = {"o": "ok", "x": "oom", "t": "thrashed", "-": "timeout"}
-    return [Sample(10 * (i + 1), None, names[o]) for i, o in enumerate(outcomes)]
+    return [Sample(budget=10 * (i + 1), outcome=names[o]) for i, o in enumerate(outcomes)]
 
 
 def test_resnet32_like_region() -> None:

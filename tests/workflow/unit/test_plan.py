@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from dtrholes.core.samples import Sample
 from dtrholes.pipeline import stages
 from dtrholes.study import plan, protocol
 
@@ -96,8 +97,8 @@ def test_jobs_split_every_point_once() -> None:
     assert [p for j in range(jobs) for p in plan.job_points(points, 4, j)] == points
 
 
-def sample(policy: str, stage: str, ratio: float, outcome: str, overhead=None) -> plan.Sample:
-    return plan.Sample(policy, stage, ratio, outcome, overhead)
+def sample(policy: str, stage: str, ratio: float, outcome: str, overhead=None) -> Sample:
+    return Sample(policy=policy, stage=stage, ratio=ratio, outcome=outcome, overhead=overhead)
 
 
 def test_refinement_triggers() -> None:

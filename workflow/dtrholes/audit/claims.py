@@ -18,6 +18,7 @@ from dtrholes.report import hypotheses
 from dtrholes.report.paper import comparison, output, published
 from dtrholes.study import plan, protocol, records, simrd
 from simulator import Result, UserError
+from simulator.result import TIMEOUT
 
 RECORDS = paths.records_table(root="")  # the records table, as failures name it
 
@@ -235,8 +236,8 @@ def _checked(point: dict, stated: list[dict]) -> dict:
     if row is None or row["simrd_outcome"] is None:
         return {**point, "status": "not run", "simrd": None}
     simrd = {k: row[f"simrd_{k}"] for k in ("outcome", "clock", "evictions", "overhead", "wall_s")}
-    if simrd["outcome"] == "timeout":
-        return {**point, "status": "timeout", "simrd": simrd}
+    if simrd["outcome"] == TIMEOUT:
+        return {**point, "status": TIMEOUT, "simrd": simrd}
     same = all(simrd[k] == point["ours"][k] for k in ("outcome", "clock", "evictions"))
     status = "agrees" if same and row["status"] != "DISAGREES" else "DISAGREES"
     return {**point, "status": status, "simrd": simrd}

@@ -18,6 +18,7 @@ from dtrholes.holes import maps
 from dtrholes.pipeline import stages
 from dtrholes.study import records
 from simulator import UserError
+from simulator.result import TIMEOUT
 
 COLUMNS = (
     "run_id",
@@ -224,7 +225,7 @@ def _row(f: RecordFile, cited: dict[str, list[str]], version: str) -> dict:
         "repeat": record.get("repeat"),
         "budget": record.get("budget"),
         "ratio": record.get("ratio"),
-        "outcome": result.get("outcome") or ("timeout" if record else None),
+        "outcome": result.get("outcome") or (TIMEOUT if record else None),
         "protocol_version": record.get("protocol", {}).get("version"),
         "git_commit": record.get("code", {}).get("git_commit"),
         "git_dirty": record.get("code", {}).get("git_dirty"),
@@ -239,7 +240,7 @@ def _status(f: RecordFile, citing: list[str], version: str) -> tuple[str, str]:
     if not f.canonical:
         return "excluded", f"a copy of record {f.record['run_id']} under another name"
     if citing:
-        timeout = f.record["status"] == "timeout"
+        timeout = f.record["status"] == TIMEOUT
         return "current", "timed out: unresolved" if timeout else ""
     recorded = f.record["protocol"]["version"]
     if recorded != version:

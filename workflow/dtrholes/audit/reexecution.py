@@ -13,11 +13,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dtrholes.audit import claims
 from dtrholes.audit.context import Check, Context, Failure, Options, trace_of
 from dtrholes.core import paths, processes
+from dtrholes.core.samples import COMPLETE
 from dtrholes.holes import sampled_holes
 from dtrholes.study import plan, records, runner
 from dtrholes.traces import fetch
 from simulator import UserError, get_policy
-from simulator.result import interval_top
+from simulator.result import THRASHED, TIMEOUT, interval_top
 
 
 def sample(ctx: Context) -> tuple[list[str], list[str]]:
@@ -25,12 +26,12 @@ def sample(ctx: Context) -> tuple[list[str], list[str]]:
     complete current records (with no sample size: every complete record the results cite,
     maps' included); and the timeouts left out."""
     current = ctx.inv.current()
-    edge = edge_points(ctx, [r for r in current if r["status"] == "complete"])
+    edge = edge_points(ctx, [r for r in current if r["status"] == COMPLETE])
     pool = current if ctx.options.sample is not None else _cited_records(ctx)
-    rest = sorted({r["run_id"] for r in pool if r["status"] == "complete"} - set(edge))
+    rest = sorted({r["run_id"] for r in pool if r["status"] == COMPLETE} - set(edge))
     wanted = len(rest) if ctx.options.sample is None else min(ctx.options.sample, len(rest))
     picked = random.Random(ctx.options.seed).sample(rest, wanted)
-    timeouts = sorted({r["run_id"] for r in pool if r["status"] == "timeout"})
+    timeouts = sorted({r["run_id"] for r in pool if r["status"] == TIMEOUT})
     return edge + sorted(picked), timeouts
 
 
@@ -79,7 +80,7 @@ def _ends(record: dict, outcome: str, cap: float | None) -> bool:
     """Whether a record's run ends with `outcome` as under the samples' cap (an edge probe that
     thrashed under a lower cap may not: it is not the run that bounds the edge)."""
     ended = record["result"]["outcome"]
-    return ended == outcome and (ended != "thrashed" or record["overhead_cap"] == cap)
+    return ended == outcome and (ended != THRASHED or record["overhead_cap"] == cap)
 
 
 def _first(candidates: list[dict], test) -> list[str]:

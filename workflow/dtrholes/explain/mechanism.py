@@ -18,7 +18,7 @@ from dtrholes.explain.types import (
     RunSummary,
     SameAllocation,
 )
-from simulator.result import OK
+from simulator.result import OK, OOM
 
 
 def mechanism(
@@ -217,7 +217,7 @@ def _completing_there(m: Mechanism) -> str:
 def _failure_sentence(m: Mechanism) -> str:
     f = m.failure
     state = f"{f.depth} rematerializations deep with {f.pinned:,} bytes pinned"
-    if f.outcome == "oom":
+    if f.outcome == OOM:
         end = (
             f"operator {f.op}'s request of {f.request:,} bytes is"
             f" {f.over_budget:,} bytes over the budget (OOM)"

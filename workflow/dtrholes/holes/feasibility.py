@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAILING = ("oom", "thrashed")
-
 
 @dataclass(frozen=True)
 class Hole:

@@ -9,9 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from dtrholes.core import files, paths
+from dtrholes.core.samples import COMPLETE, Sample
 from dtrholes.holes import maps, sampled_holes
-from dtrholes.holes.feasibility import FAILING, ExactSummary, Hole
+from dtrholes.holes.feasibility import ExactSummary, Hole
 from dtrholes.holes.maps import Map
+from simulator.result import FAILING
 
 LISTED = 200  # holes listed in the Markdown table; the Parquet table has all of them
 # The sampled stages, added one at a time: which holes each sampling would have seen.
@@ -22,16 +24,18 @@ SAMPLINGS = (
 )
 
 
-def sampled(rows: list[dict], trace: str, policy: str) -> dict[str, list[sampled_holes.Sample]]:
+def sampled(rows: list[dict], trace: str, policy: str) -> dict[str, list[Sample]]:
     """A series' resolved samples per stage, from records-table rows."""
-    found: dict[str, list[sampled_holes.Sample]] = defaultdict(list)
+    found: dict[str, list[Sample]] = defaultdict(list)
     for r in rows:
-        if (r["trace"], r["policy"]) == (trace, policy) and r["status"] == "complete":
-            found[r["stage"]].append(sampled_holes.Sample(r["budget"], r["ratio"], r["outcome"]))
+        if (r["trace"], r["policy"]) == (trace, policy) and r["status"] == COMPLETE:
+            found[r["stage"]].append(
+                Sample(budget=r["budget"], ratio=r["ratio"], outcome=r["outcome"])
+            )
     return found
 
 
-def hole_rows(m: Map, samples: dict[str, list[sampled_holes.Sample]]) -> list[dict]:
+def hole_rows(m: Map, samples: dict[str, list[Sample]]) -> list[dict]:
     """One row per exact hole: edges, width, and for each sampling whether it saw the hole (a
     failing sample inside) and whether it merged it with another into one sampled hole."""
     found = maps.summarise(m).holes
@@ -66,7 +70,7 @@ def _enclosing(exact: Hole, sampled: tuple[Hole, ...]) -> int | None:
     return next((i for i, h in enumerate(sampled) if h.encloses(exact)), None)
 
 
-def disagreements(m: Map, samples: dict[str, list[sampled_holes.Sample]]) -> list[int]:
+def disagreements(m: Map, samples: dict[str, list[Sample]]) -> list[int]:
     """Sampled budgets inside the map whose outcome differs from the map's."""
     return sorted(
         {

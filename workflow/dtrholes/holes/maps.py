@@ -18,13 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dtrholes.core import files
-from dtrholes.holes.feasibility import FAILING, ExactSummary, Hole
+from dtrholes.holes.feasibility import ExactSummary, Hole
 from dtrholes.study import records
 from simulator import Result, UserError
-from simulator.result import OK
+from simulator.result import FAILING, OK, TIMEOUT
 
 UNCOVERED = "uncovered"
-TIMEOUT = "timeout"
 RANGES_KEY = b"dtr_holes.map_ranges"
 
 Run = Callable[[int], tuple[Result | None, str]]

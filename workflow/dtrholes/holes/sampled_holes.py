@@ -10,19 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dtrholes.core import files
-from dtrholes.holes.feasibility import FAILING, Hole, SampledSummary
+from dtrholes.core import files, samples
+from dtrholes.core.samples import Sample
+from dtrholes.holes.feasibility import Hole, SampledSummary
 from dtrholes.study import plan
 from simulator import UserError
-
-
-@dataclass(frozen=True)
-class Sample:
-    """The outcome at one sampled budget: ok, oom, thrashed, or timeout (unresolved)."""
-
-    budget: int
-    ratio: float | None
-    outcome: str
+from simulator.result import FAILING, OK, OOM, THRASHED
 
 
 def collapse(samples: list[Sample]) -> list[Sample]:
@@ -36,7 +29,10 @@ def collapse(samples: list[Sample]) -> list[Sample]:
     if disagreeing:
         budget, outcomes = min(disagreeing.items())
         raise UserError(f"budget {budget}", "repeats with one outcome", " and ".join(outcomes))
-    return [Sample(b, ratio[b], next(iter(by_budget[b]))) for b in sorted(by_budget)]
+    return [
+        Sample(budget=b, ratio=ratio[b], outcome=next(iter(by_budget[b])))
+        for b in sorted(by_budget)
+    ]
 
 
 def _holes(resolved: list[Sample]) -> tuple[Hole, ...]:
@@ -45,7 +41,7 @@ def _holes(resolved: list[Sample]) -> tuple[Hole, ...]:
         if s.outcome in FAILING:
             run.append(i)
             continue
-        if run and run[0] > 0 and resolved[run[0] - 1].outcome == "ok":
+        if run and run[0] > 0 and resolved[run[0] - 1].outcome == OK:
             below = resolved[run[0] - 1].budget
             first, last = resolved[run[0]].budget, resolved[run[-1]].budget
             found.append(Hole(first, last, below, s.budget, len(run)))
@@ -57,21 +53,21 @@ def summarise(samples: list[Sample]) -> SampledSummary:
     """A series' first success, the holes above it (maximal runs of failing samples with a
     completing sample just below and just above) and the study's counts."""
     series = collapse(samples)
-    resolved = [s for s in series if s.outcome != "timeout"]  # timeouts split no region
-    first = next((s.budget for s in resolved if s.outcome == "ok"), None)
+    resolved = [s for s in series if s.resolved]  # timeouts split no region
+    first = next((s.budget for s in resolved if s.outcome == OK), None)
     above = [s for s in resolved if first is not None and s.budget > first]
     failing = tuple(s.budget for s in above if s.outcome in FAILING)
     stable = None
     for s in reversed(resolved):
-        if s.outcome != "ok":
+        if s.outcome != OK:
             break
         stable = s.budget
     return SampledSummary(
         samples=len(series),
         first_success=first,
         failing_above=failing,
-        oom_above=sum(s.outcome == "oom" for s in above),
-        thrashed_above=sum(s.outcome == "thrashed" for s in above),
+        oom_above=sum(s.outcome == OOM for s in above),
+        thrashed_above=sum(s.outcome == THRASHED for s in above),
         holes=_holes(resolved),
         stable_from=stable,
         unresolved=len(series) - len(resolved),
@@ -80,9 +76,9 @@ def summarise(samples: list[Sample]) -> SampledSummary:
 
 def sample_of(record: dict) -> Sample:
     """A record's sample: its outcome, or `timeout` when the guard stopped it."""
-    result = record["result"]
-    outcome = result["outcome"] if record["status"] == "complete" else "timeout"
-    return Sample(record["budget"], record["ratio"], outcome)
+    return Sample(
+        budget=record["budget"], ratio=record["ratio"], outcome=samples.record_outcome(record)
+    )
 
 
 def confirmation_points(hole: Hole, series: list[Sample], mode: str) -> list[int]:
@@ -133,7 +129,10 @@ def read_rows(records_table: Path) -> list[dict]:
 
 def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> dict:
     sampled = [r for r in rows if plan.is_sample(r["stage"])]
-    summary = summarise([Sample(r["budget"], r["ratio"], _outcome(r)) for r in sampled])
+    series = [
+        Sample(budget=r["budget"], ratio=r["ratio"], outcome=samples.outcome_of(r)) for r in sampled
+    ]
+    summary = summarise(series)
     edges = evidence.edges.get(key, [])
     repeats = evidence.repeats.get(key, [])
     return {
@@ -164,10 +163,6 @@ LABEL_FIELDS = [
     ("older_protocol", pa.bool_()),
     ("amendments", pa.string()),
 ]
-
-
-def _outcome(row: dict) -> str:
-    return row["outcome"] if row["status"] == "complete" else "timeout"
 
 
 def _flat(summary: SampledSummary) -> dict:

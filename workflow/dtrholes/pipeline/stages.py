@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dtrholes.core import paths
+from dtrholes.core.samples import COMPLETE, Sample
 from dtrholes.explain import build
 from dtrholes.explain.types import Citations, Explanation
 from dtrholes.holes import edges, maps, sampled_holes
@@ -19,6 +20,7 @@ from dtrholes.study import plan, protocol, records, runner, simrd
 from dtrholes.study.records import Request
 from dtrholes.traces import betweenness, fetch
 from simulator import Policy, Result, Trace, UserError, budget_for, get_policy
+from simulator.result import OK
 
 
 @dataclass(frozen=True)
@@ -141,22 +143,22 @@ def by_series(outputs: Iterable[Path], key: str) -> dict[tuple[str, str], list]:
     return {paths.series_key(p): read_output(p)[key] for p in outputs}
 
 
-def refinement_samples(listed: list[dict]) -> list[plan.Sample]:
+def refinement_samples(listed: list[dict]) -> list[Sample]:
     """Stage A and C records as refinement reads them: completed runs only."""
     return [
-        plan.Sample(
-            r["policy"]["name"],
-            r["stage"],
-            r["ratio"],
-            r["result"]["outcome"],
-            r["result"]["overhead"] if r["result"]["outcome"] == "ok" else None,
+        Sample(
+            policy=r["policy"]["name"],
+            stage=r["stage"],
+            ratio=r["ratio"],
+            outcome=r["result"]["outcome"],
+            overhead=r["result"]["overhead"] if r["result"]["outcome"] == OK else None,
         )
         for r in listed
-        if r["status"] == "complete"
+        if r["status"] == COMPLETE
     ]
 
 
-def series(listed: list[dict]) -> list[sampled_holes.Sample]:
+def series(listed: list[dict]) -> list[Sample]:
     """The sampled series of one trace × policy (every sampling and point stage), one sample
     per run."""
     return [sampled_holes.sample_of(r) for r in listed if plan.is_sample(r["stage"])]
@@ -174,7 +176,7 @@ def find_edges(
     feasibility, with a progress line per edge; returns the edges and the run ids of the
     bisection runs."""
     known = first_results(listed)
-    resolved = [s for s in sampled_holes.collapse(series(listed)) if s.outcome != "timeout"]
+    resolved = [s for s in sampled_holes.collapse(series(listed)) if s.resolved]
     pairs = [
         (a, b)
         for a, b in zip(resolved, resolved[1:], strict=False)
@@ -200,7 +202,7 @@ def find_edges(
     return found, run_ids
 
 
-def _edge_row(job: Job, a: sampled_holes.Sample, b: sampled_holes.Sample, edge: edges.Edge) -> dict:
+def _edge_row(job: Job, a: Sample, b: Sample, edge: edges.Edge) -> dict:
     peak = job.baseline["peak_memory"]
     return {
         "low_sample": a.budget,
@@ -315,7 +317,7 @@ def _cited(listed: list[dict]) -> dict[int, tuple[str, Result]]:
     """Each sampled budget's first complete record: its run id and Result."""
     found: dict[int, tuple[str, Result]] = {}
     for r in listed:
-        if plan.is_sample(r["stage"]) and r["status"] == "complete":
+        if plan.is_sample(r["stage"]) and r["status"] == COMPLETE:
             found.setdefault(r["budget"], (r["run_id"], Result.from_dict(r["result"])))
     return found
 
@@ -337,7 +339,7 @@ def crosscheck_points(
     ours = {
         (r["trace"], r["policy"], r["budget"]): r
         for r in rows
-        if plan.is_sample(r["stage"]) and r["status"] == "complete"
+        if plan.is_sample(r["stage"]) and r["status"] == COMPLETE
     }
     wanted = [
         (trace, policy, budget)
@@ -419,4 +421,4 @@ def reads_budget(records: list[dict]) -> bool:
 
 
 def _complete_a(record: dict) -> bool:
-    return record["stage"] == paths.STAGE_A and record["status"] == "complete"
+    return record["stage"] == paths.STAGE_A and record["status"] == COMPLETE

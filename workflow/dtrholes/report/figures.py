@@ -19,15 +19,17 @@ import seaborn as sns  # noqa: E402
 
 from dtrholes.core import files
 from dtrholes.core.paths import figure_name  # noqa: E402
+from dtrholes.core.samples import COMPLETE  # noqa: E402
 from dtrholes.explain.types import Explanation, Mechanism, RunSummary  # noqa: E402
 from dtrholes.report.paper.published import study_names  # noqa: E402
 from dtrholes.study import plan  # noqa: E402
+from simulator.result import OK, OOM, THRASHED, TIMEOUT  # noqa: E402
 
 OUTCOMES = {  # label, colour, marker
-    "ok": ("completed", "#1b9e77", "o"),
-    "oom": ("OOM", "#d95f02", "X"),
-    "thrashed": ("thrashed", "#7570b3", "s"),
-    "timeout": ("unresolved", "#666666", "^"),
+    OK: ("completed", "#1b9e77", "o"),
+    OOM: ("OOM", "#d95f02", "X"),
+    THRASHED: ("thrashed", "#7570b3", "s"),
+    TIMEOUT: ("unresolved", "#666666", "^"),
 }
 # savefig's options per format. Byte-identical files for identical inputs: no timestamps or
 # versions in the metadata.
@@ -43,7 +45,7 @@ def sampled(records: pd.DataFrame, trace: str) -> pd.DataFrame:
     """The trace's sampled runs, one per policy and budget, with an outcome that names
     timeouts as such."""
     rows = records[(records.trace == trace) & records.stage.map(plan.is_sample)].copy()
-    rows["outcome"] = rows.outcome.where(rows.status == "complete", "timeout")
+    rows["outcome"] = rows.outcome.where(rows.status == COMPLETE, TIMEOUT)
     rows = rows.sort_values(["policy", "budget", "repeat"]).drop_duplicates(["policy", "budget"])
     return rows.reset_index(drop=True)
 
@@ -189,7 +191,7 @@ def _figure1_panel(ax, trace, rows, holes, peak, timeouts) -> None:
             ax.axvline((edge["below"] + 0.5) / peak, color="black", lw=0.8, ls="--")
     _scatter_outcomes(ax, shown, "x", "peak_pinned_depth")
     studied = shown.budget.map(lambda budget: (trace, budget) in timeouts)
-    resolved = shown[studied & (shown.outcome != "timeout")]
+    resolved = shown[studied & (shown.outcome != TIMEOUT)]
     if len(resolved):
         ax.scatter(
             resolved.x,
@@ -220,7 +222,7 @@ def _window(regions: list[dict], rows: pd.DataFrame) -> tuple[float, float]:
 
 def overheads(rows: pd.DataFrame, trace: str):
     """Overhead of completed runs against budget ratio, one line per policy."""
-    done = rows[rows.outcome == "ok"]
+    done = rows[rows.outcome == OK]
     fig, ax = plt.subplots(figsize=(8, 4))
     sns.lineplot(data=done, x="ratio", y="overhead", hue="policy", marker="o", ms=3, ax=ax)
     ax.set_yscale("log")
@@ -472,7 +474,7 @@ def _failure_cell(m: Mechanism) -> str:
     f = m.failure
     needs = f"needs {m.storage}: " if m.needed_at_step is not None else ""
     cascade = f"{needs}cascade {f.depth} deep, {f.pinned:,} B pinned"
-    if f.outcome == "oom":
+    if f.outcome == OOM:
         return (
             f"{cascade}; op {f.op} asks {f.request:,} B, {f.over_budget:,} B over the budget: OOM"
         )
@@ -504,16 +506,16 @@ def _retention_footer(x: Explanation) -> str:
     control = (
         "control retaining nothing: fails as before" if r.valid else "control differs: invalid"
     )
-    outcome = f"completes, overhead {r.overhead:.4f}" if r.outcome == "ok" else r.outcome.upper()
+    outcome = f"completes, overhead {r.overhead:.4f}" if r.outcome == OK else r.outcome.upper()
     return f"Retaining {storage} at the failing budget: {outcome} ({control})"
 
 
 def _footer_colour(x: Explanation) -> str:
     r = x.mechanism.retention
-    return BOX["ok"][1] if r and r.outcome == "ok" and r.valid else BOX["oom"][1]
+    return BOX["ok"][1] if r and r.outcome == OK and r.valid else BOX["oom"][1]
 
 
-MAP_COLOURS = {"ok": "#1b9e77", "oom": "#d95f02", "thrashed": "#7570b3"}
+MAP_COLOURS = {OK: "#1b9e77", OOM: "#d95f02", THRASHED: "#7570b3"}
 UNCOVERED_COLOUR = "#bbbbbb"  # uncovered or timed out: no known outcome
 ZOOMS = 8  # hole zooms per figure: the widest holes
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from dtrholes.core import paths
+from dtrholes.core import paths, samples
+from dtrholes.core.samples import Sample
 from dtrholes.holes import sampled_holes
-from dtrholes.holes.sampled_holes import Sample
+from simulator.result import OK, THRASHED, TIMEOUT
 
 REFERENCE = "dtr"
 H2_LIMIT = 1.05  # the geometric mean overhead ratio policy / DTR that H2 allows
@@ -28,11 +29,10 @@ class Verdict:
 
 def _series(rows: list[dict], timeouts_fail: bool) -> list[Sample]:
     def outcome(row: dict) -> str:
-        if row["status"] == "complete":
-            return row["outcome"]
-        return "thrashed" if timeouts_fail else "timeout"
+        found = samples.outcome_of(row)
+        return THRASHED if found == TIMEOUT and timeouts_fail else found
 
-    return [Sample(r["budget"], r["ratio"], outcome(r)) for r in rows]
+    return [Sample(budget=r["budget"], ratio=r["ratio"], outcome=outcome(r)) for r in rows]
 
 
 def _both_ways(rows: list[dict], dtr: list[dict], measure, holds) -> Verdict:
@@ -65,8 +65,8 @@ def h3(rows: list[dict], dtr: list[dict]) -> Verdict:
 def h2(rows: list[dict], dtr: list[dict]) -> dict:
     """H2: geometric mean of the per-budget overhead ratio policy / DTR over budgets where both
     complete is at most 1.05; with the number of budgets and the worst ratio."""
-    mine = {r["budget"]: r["overhead"] for r in rows if r["outcome"] == "ok"}
-    theirs = {r["budget"]: r["overhead"] for r in dtr if r["outcome"] == "ok"}
+    mine = {r["budget"]: r["overhead"] for r in rows if r["outcome"] == OK}
+    theirs = {r["budget"]: r["overhead"] for r in dtr if r["outcome"] == OK}
     means = geomean([mine[b] / theirs[b] for b in sorted(mine.keys() & theirs.keys())])
     if means is None:
         return {"h2": "n/a", "h2_geomean": None, "h2_budgets": 0, "h2_worst": None}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dtrholes.core import paths
+from dtrholes.core.samples import Sample
 from dtrholes.study.protocol import Protocol
 from simulator import get_policy
 
@@ -47,17 +48,6 @@ class Point:
 
     ratio: float
     repeat: int
-
-
-@dataclass(frozen=True)
-class Sample:
-    """A run's outcome at a ratio, as refinement reads it (overhead of completed runs only)."""
-
-    policy: str
-    stage: str
-    ratio: float
-    outcome: str
-    overhead: float | None
 
 
 def job_spec(protocol: Protocol, kind: str, policy: str | None = None) -> dict:

@@ -17,7 +17,9 @@ import jsonschema
 import pyarrow as pa
 
 from dtrholes.core import files, paths, provenance
+from dtrholes.core.samples import COMPLETE
 from simulator import Result, UserError, get_policy
+from simulator.result import TIMEOUT
 
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "record.schema.json"
 
@@ -104,7 +106,7 @@ def make_record(request: Request, usage: Usage, result: Result | None) -> dict:
         "code": provenance.code(),
         "environment": provenance.environment(),
         **asdict(usage),
-        "status": "complete" if result is not None else "timeout",
+        "status": COMPLETE if result is not None else TIMEOUT,
         "result": result.to_dict() if result is not None else None,
     }
 

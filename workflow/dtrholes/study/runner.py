@@ -18,6 +18,7 @@ from dtrholes.study import records
 from dtrholes.study.records import Request, Usage
 from dtrholes.traces import betweenness
 from simulator import Replayer, Result, Trace, prepare, simulate
+from simulator.result import TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def run_requests(
     with Session(load, directory, results_dir, fresh) as session:
         for i, request in enumerate(requests, 1):
             result, executed = session.run(request)
-            status = result.outcome if result else "timeout"
+            status = result.outcome if result else TIMEOUT
             progress(
                 f"[{i}/{len(requests)}] {request.trace} {request.policy} "
                 f"{request.budget:,} bytes: {status}{'' if executed else ' (recorded earlier)'}"

@@ -21,6 +21,7 @@ from dtrholes.core import files
 from dtrholes.traces import fetch
 from simulator.errors import UserError
 from simulator.policies import POLICIES, get_policy
+from simulator.result import OK, TIMEOUT
 from simulator.trace import read_trace
 
 SIMRD_ENV = "DTR_HOLES_SIMRD"
@@ -33,7 +34,6 @@ EXPECTED_SOURCE = (
     "or a .zip/.tar.gz archive of one"
 )
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
-OUTCOMES = ("ok", "oom", "thrashed", "timeout")
 RESULT_KEYS = (
     "outcome",
     "clock",
@@ -220,7 +220,7 @@ def run_simrd(
 
 
 def _timeout(waited: float) -> dict:
-    return {**dict.fromkeys(RESULT_KEYS), "outcome": "timeout", "wall_s": waited}
+    return {**dict.fromkeys(RESULT_KEYS), "outcome": TIMEOUT, "wall_s": waited}
 
 
 def trace_log(
@@ -261,8 +261,8 @@ def check_point(point: dict, source: Path | None, log: Path | None, cache_dir: P
         )
         files.write_bytes(cached, json.dumps(simrd, sort_keys=True).encode())
     simrd = {**simrd, "overhead": overhead(simrd)}
-    if simrd["outcome"] == "timeout":
-        status = "timeout"
+    if simrd["outcome"] == TIMEOUT:
+        status = TIMEOUT
     else:
         same = all(simrd[k] == point["ours"][k] for k in COMPARED)
         status = "agrees" if same else "DISAGREES"
@@ -314,7 +314,7 @@ def table_rows(checked: list[dict]) -> list[dict]:
 
 def overhead(simrd: dict) -> float | None:
     """A completed simrd run's overhead, computed as the simulator computes its own."""
-    if simrd.get("outcome") != "ok":
+    if simrd.get("outcome") != OK:
         return None
     return (simrd["model_compute"] + simrd["remat_compute"]) / simrd["model_compute"]
 
@@ -334,7 +334,7 @@ def markdown(rows: list[dict], source: str | None) -> str:
     for r in rows:
         ours = f"{r['outcome']}, clock {r['clock']:,}, {r['evictions']:,} evictions"
         theirs = "–"
-        if r["simrd_outcome"] not in (None, "timeout"):
+        if r["simrd_outcome"] not in (None, TIMEOUT):
             theirs = (
                 f"{r['simrd_outcome']}, clock {r['simrd_clock']:,},"
                 f" {r['simrd_evictions']:,} evictions"
