@@ -164,7 +164,7 @@ class Replay:
 
 def _holes(inv: inventory.Inventory, rows: list[dict]) -> tuple[int, list[Failure]]:
     version = inv.rendered["version"]
-    found = sampled_holes.Evidence(
+    found = sampled_holes.EdgesAndRepeats(
         edges=stages.by_series(_of_kind(inv, paths.EDGES), "edges"),
         repeats=stages.by_series(_of_kind(inv, paths.REPEATS), "regions"),
         protocol_version=version,

@@ -234,12 +234,12 @@ def _add_holes(sub: argparse._SubParsersAction) -> None:
 
 
 def _holes(args: argparse.Namespace) -> None:
-    evidence = sampled_holes.Evidence(
+    derived = sampled_holes.EdgesAndRepeats(
         edges=stages.by_series(args.edges, "edges"),
         repeats=stages.by_series(args.repeats, "regions"),
         protocol_version=stages.read_output(args.protocol)["version"],
     )
-    print(f"{sampled_holes.tabulate(args.records, evidence, args.out, args.markdown)} series")
+    print(f"{sampled_holes.tabulate(args.records, derived, args.out, args.markdown)} series")
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:

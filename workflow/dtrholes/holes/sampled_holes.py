@@ -95,28 +95,29 @@ def confirmation_points(hole: Hole, series: list[Sample], mode: str) -> list[int
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """What the tables read besides the records: per trace × policy, edges and repeats."""
+class EdgesAndRepeats:
+    """What the holes table reads besides the records: per trace × policy, the exact edges and
+    the repeats, and the protocol version in effect."""
 
     edges: dict[tuple[str, str], list[dict]]
     repeats: dict[tuple[str, str], list[dict]]
     protocol_version: str
 
 
-def tabulate(records_table: Path, evidence: Evidence, out: Path, markdown_out: Path) -> int:
+def tabulate(records_table: Path, derived: EdgesAndRepeats, out: Path, markdown_out: Path) -> int:
     """Summarise every trace × policy series of a records table; returns the row count."""
-    table = table_rows(read_rows(records_table), evidence)
+    table = table_rows(read_rows(records_table), derived)
     files.write_table(pa.Table.from_pylist(table, schema=SCHEMA), out)
-    files.write_text(markdown_out, markdown(table, evidence.protocol_version))
+    files.write_text(markdown_out, markdown(table, derived.protocol_version))
     return len(table)
 
 
-def table_rows(rows: list[dict], evidence: Evidence) -> list[dict]:
+def table_rows(rows: list[dict], derived: EdgesAndRepeats) -> list[dict]:
     """The holes table of records-table rows: one row per trace × policy series."""
     by_series: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         by_series[row["trace"], row["policy"]].append(row)
-    return [_table_row(key, found, evidence) for key, found in sorted(by_series.items())]
+    return [_table_row(key, found, derived) for key, found in sorted(by_series.items())]
 
 
 def read_rows(records_table: Path) -> list[dict]:
@@ -127,14 +128,14 @@ def read_rows(records_table: Path) -> list[dict]:
         raise UserError(str(records_table), "a readable Parquet table", str(exc)) from None
 
 
-def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> dict:
+def _table_row(key: tuple[str, str], rows: list[dict], derived: EdgesAndRepeats) -> dict:
     sampled = [r for r in rows if plan.is_sample(r["stage"])]
     series = [
         Sample(budget=r["budget"], ratio=r["ratio"], outcome=samples.outcome_of(r)) for r in sampled
     ]
     summary = summarise(series)
-    edges = evidence.edges.get(key, [])
-    repeats = evidence.repeats.get(key, [])
+    edges = derived.edges.get(key, [])
+    repeats = derived.repeats.get(key, [])
     return {
         "trace": key[0],
         "policy": key[1],
@@ -143,7 +144,7 @@ def _table_row(key: tuple[str, str], rows: list[dict], evidence: Evidence) -> di
         "edges_unresolved": sum(not e["resolved"] for e in edges),
         "regions_confirmed": sum(r["confirmed"] for r in repeats),
         "repeat_disagreements": sum(len(p["disagree"]) for r in repeats for p in r["points"]),
-        **protocol_labels(rows, evidence.protocol_version),
+        **protocol_labels(rows, derived.protocol_version),
     }
 
 
