@@ -1,4 +1,7 @@
-"""Audit of a results directory: every claim derived again from the records, a module per check."""
+"""Audit of a results directory: every claim derived again from the records, a module per check
+(`record_files`, `origins`, `claims`, `reexecution`, `map_tiles`, `explanations`, `evidence`), the
+inventory of the results and its evidence table (`inventory`), what every check reads and gives
+(`context`) and the report (`verdicts`). May import: every package of dtrholes but `cli`."""
 
 from __future__ import annotations
 

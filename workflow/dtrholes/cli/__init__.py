@@ -1,4 +1,5 @@
-"""The `dtr-holes` command line: one entry point, the user commands, then the pipeline's steps."""
+"""The `dtr-holes` command line: one entry point, the user commands (`user`), the pipeline's steps
+(`steps`) and what both share (`shared`). May import: every package of dtrholes."""
 
 from __future__ import annotations
 
