@@ -25,7 +25,7 @@ try:  # a mistake in the settings, the protocol or the trace sheet: one line, no
 except UserError as error:
     sys.exit(f"dtr-holes: {error}")
 PROTOCOL = SETTINGS.protocol
-PARAMS = PROTOCOL.parameters
+PARAMS = PROTOCOL.params
 # dtr-holes' broader sweep: every trace and policy through Stages A, B and C, not the study's.
 BROAD = config["broad"]
 TRACES = list(SETTINGS.traces)
@@ -34,7 +34,7 @@ POLICIES = list(SETTINGS.policies)
 OWN = SETTINGS.own
 # The protocol's stages that run points: sampled (A, C, then B) and fixed (development and
 # confirmation), each by the name its records carry, keyed by its name in paths.
-STAGES = {paths.stage_key(s): s for s in paths.stages(PARAMS)}
+STAGES = {paths.stage_key(s): s for s in paths.stages(PARAMS.points)}
 SHA256 = {entry.name: entry.sha256 for entry in SETTINGS.entries}
 SIMRD = config["simrd_source"] or os.environ.get(simrd.SIMRD_ENV)
 PUBLISHED = paper.PUBLISHED  # the study's published results, as data
@@ -138,7 +138,7 @@ def series_jobs(wildcards):
 
 def has_series(trace, policy):
     """Whether a trace × policy has samples (Stage B refines only where Stage A ran)."""
-    return any(stage_points(s, trace, policy) for s in paths.planned(PARAMS))
+    return any(stage_points(s, trace, policy) for s in paths.planned(PARAMS.points))
 
 
 SERIES = [(t, p) for t in TRACES for p in POLICIES if has_series(t, p)]
@@ -149,8 +149,7 @@ def ranking_input(wildcards):
     once (else concurrent jobs of a trace each computed it, inside their first timed run).
     """
     seed = betweenness.ranking_seed(
-        protocol.policy_ref(PARAMS, wildcards.policy),
-        protocol.policy_values(PARAMS, wildcards.policy),
+        PARAMS.policy_ref(wildcards.policy), PARAMS.policy_values(wildcards.policy)
     )
     if seed is None:
         return []
@@ -183,7 +182,7 @@ def refine_input(wildcards):
 
 def study_input():
     """The study's evidence table, whose Stage B intervals the plan refines too (if any)."""
-    study = PARAMS["stage_b"].get("study")
+    study = PARAMS.stage_b.study
     return [os.path.join(config["protocol"], study)] if study else []
 
 
@@ -193,15 +192,15 @@ def study_option():
 
 # Per trace × policy stages and the protocol section that switches each on.
 SERIES_STAGES = {
-    paths.EDGES: "edges",
-    paths.REPEATS: "confirmation",
-    paths.EXPLANATIONS: "explain",
+    paths.EDGES: PARAMS.edges,
+    paths.REPEATS: PARAMS.confirmation,
+    paths.EXPLANATIONS: PARAMS.explain,
 }
 
 
 def series_outputs(kind):
     """The outputs of one per trace × policy stage, if the protocol has that stage."""
-    if SERIES_STAGES[kind] not in PARAMS:
+    if SERIES_STAGES[kind] is None:
         return []
     return [paths.series(kind, t, p) for t, p in SERIES]
 
@@ -258,7 +257,7 @@ def map_chunk_index(wildcards):
 def mapped():
     """The traces whose maps run: none unless the config asks for maps (they take days), then
     those with a Stage A range, if the protocol has the map stage."""
-    if not config["maps"] or "maps" not in PARAMS:
+    if not config["maps"] or PARAMS.maps is None:
         return []
     return [t for t in TRACES if sampled(t)]
 

@@ -122,7 +122,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    known = list(paths.stages(protocol.load(args.protocol).parameters))
+    known = list(paths.stages(protocol.load(args.protocol).params.points))
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = shared.job(args, args.stage)
