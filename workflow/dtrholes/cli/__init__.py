@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="PID",
         help="stop when process PID, the one that started this one, exits (the workflow's jobs)",
     )
-    sub = p.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(title="commands", dest="command", required=True, metavar="command")
     user.add(sub)
     steps.add(sub)
     return p
