@@ -31,4 +31,4 @@ include: "workflow/rules/audit.smk"
 rule all:
     default_target: True
     input:
-        all_outputs(),
+        TARGETS.all_outputs(),

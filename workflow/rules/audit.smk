@@ -6,9 +6,9 @@ rule audit_results:
         tables=expand(
             paths.table("{name}", "{ext}"), name=paths.TABLES, ext=("md", "parquet")
         ),
-        protocol=protocol_render(),
-        maps=map_targets(),
-        explanations=series_outputs(paths.EXPLANATIONS),
+        protocol=TARGETS.protocol_render(),
+        maps=TARGETS.map_targets(),
+        explanations=TARGETS.series_outputs(paths.EXPLANATIONS),
         archive="data/dtr-logs.zip",
     output:
         markdown=report(

@@ -1,9 +1,9 @@
 rule crosscheck_simrd:
     input:
         records=paths.records_table(),
-        repeats=series_outputs(paths.REPEATS),
-        baselines=expand(paths.baseline(), trace=TRACES),
-        protocol=protocol_render(),
+        repeats=TARGETS.series_outputs(paths.REPEATS),
+        baselines=expand(paths.baseline(), trace=TARGETS.traces),
+        protocol=TARGETS.protocol_render(),
         archive="data/dtr-logs.zip",
     output:
         table=paths.table("crosscheck"),
@@ -18,7 +18,7 @@ rule crosscheck_simrd:
         paths.benchmark("crosscheck_simrd")
     params:
         sheet=config["trace_sheet"],
-        simrd=simrd_option(),
+        simrd=targets.option("--simrd", [SIMRD]),
     shell:
         "{DTR_HOLES} crosscheck --records {input.records} --repeats {input.repeats}"
         " --baselines {input.baselines} --protocol {input.protocol} {params.simrd} --data data"

@@ -18,9 +18,11 @@ rule plot_trace:
         ),
     log:
         paths.log("figures/{trace}"),
+    params:
+        out=figures_dir,
     shell:
         "{DTR_HOLES} figures --trace {wildcards.trace} --records {input.records}"
-        " --holes {input.holes} --baseline {input.baseline} --out results/figures > {log} 2>&1"
+        " --holes {input.holes} --baseline {input.baseline} --out {params.out} > {log} 2>&1"
 
 
 rule plot_zoom:
@@ -38,27 +40,30 @@ rule plot_zoom:
         table=paths.figure("zoom", "{trace}", "{policy}") + ".md",
     log:
         paths.log("figures/zoom-{trace}-{policy}"),
+    params:
+        out=figures_dir,
     shell:
         "{DTR_HOLES} zoom --trace {wildcards.trace} --policy {wildcards.policy}"
         " --records {input.records} --holes {input.holes} --baseline {input.baseline}"
-        " --out results/figures > {log} 2>&1"
+        " --out {params.out} > {log} 2>&1"
 
 
 rule plot_figure1:
     input:
         records=paths.records_table(),
         holes=paths.table("holes"),
-        baselines=figure1_baselines(),
+        baselines=TARGETS.figure1_baselines(),
     output:
         report(
-            multiext(figure1(), ".png", ".pdf"),
+            multiext(TARGETS.figure1_path(), ".png", ".pdf"),
             caption="../report/figure1.rst",
             category="Figures",
         ),
     log:
         paths.log("figures/figure1-dtr"),
     params:
-        baselines=figure1_option(),
+        baselines=targets.option("--baseline", TARGETS.figure1_baselines()),
+        out=figures_dir,
     shell:
         "{DTR_HOLES} figure1 --records {input.records} --holes {input.holes} {params.baselines}"
-        " --out results/figures > {log} 2>&1"
+        " --out {params.out} > {log} 2>&1"

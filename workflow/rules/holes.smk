@@ -1,9 +1,9 @@
 rule tabulate_holes:
     input:
         records=paths.records_table(),
-        edges=series_outputs(paths.EDGES),
-        repeats=series_outputs(paths.REPEATS),
-        protocol=protocol_render(),
+        edges=TARGETS.series_outputs(paths.EDGES),
+        repeats=TARGETS.series_outputs(paths.REPEATS),
+        protocol=TARGETS.protocol_render(),
     output:
         table=paths.table("holes"),
         markdown=report(
@@ -22,7 +22,7 @@ rule tabulate_holes:
 rule compare_policies:
     input:
         records=paths.records_table(),
-        protocol=protocol_render(),
+        protocol=TARGETS.protocol_render(),
     output:
         table=paths.table("comparison"),
         markdown=report(
@@ -42,7 +42,7 @@ rule compare_paper:
         records=paths.records_table(),
         crosscheck=paths.table("crosscheck"),
         published=str(PUBLISHED),
-        tables=published_files(),
+        tables=targets.published_files(PUBLISHED),
     output:
         table=paths.table("paper"),
         markdown=report(

@@ -8,7 +8,7 @@ checkpoint plan_maps:
     priority: trace_priority
     params:
         baseline=paths.baseline(),
-        spec=spec("map-plan"),
+        spec=TARGETS.spec("map-plan"),
         whole=whole_option,
     shell:
         "{DTR_HOLES} map-plan --trace {wildcards.trace} --spec {params.spec:q} --jobs {input}"
@@ -58,7 +58,7 @@ rule merge_map:
 rule tabulate_maps:
     input:
         records=paths.records_table(),
-        maps=map_outputs(),
+        maps=TARGETS.map_outputs(),
     output:
         table=paths.table("maps"),
         holes=paths.table("map-holes"),
@@ -86,6 +86,8 @@ rule plot_maps:
         ),
     log:
         paths.log("figures/maps-{trace}"),
+    params:
+        out=figure_stem,
     shell:
         "{DTR_HOLES} map-figure --trace {wildcards.trace} --maps {input}"
-        " --out results/figures/maps-{wildcards.trace} > {log} 2>&1"
+        " --out {params.out} > {log} 2>&1"

@@ -1,6 +1,6 @@
 rule tabulate_noise:
     input:
-        noise_maps(),
+        TARGETS.noise_maps(),
     output:
         table=paths.table("noise"),
         markdown=report(

@@ -27,8 +27,8 @@ rule sweep_stage:
 rule gather_records:
     input:
         all_sampled_outputs,
-        series_outputs(paths.EDGES),
-        series_outputs(paths.REPEATS),
+        TARGETS.series_outputs(paths.EDGES),
+        TARGETS.series_outputs(paths.REPEATS),
     output:
         paths.records_table(),
     log:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -189,6 +190,35 @@ def test_console_script(chain: Path) -> None:
 
 
 REPO = Path(__file__).resolve().parents[3]
+USER_COMMANDS = ("simulate", "explain", "map", "edge", "protocol", "audit", "trace-torch", "recost")
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("columns", ["80", "250"])
+def test_the_help_fits_one_screen_and_lists_the_steps_apart(capsys, monkeypatch, columns) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    text = _help(capsys)
+    lines = text.splitlines()
+    assert len(lines) <= 40 and max(map(len, lines)) <= 100, text
+    listed = re.findall(r"^    (\S+)", text, re.M)
+    assert listed == [*USER_COMMANDS, "steps"]
+    assert "dtr-holes steps --help" in text
+
+
+def test_every_command_the_rules_run_is_a_step_or_a_user_command(capsys) -> None:
+    rules = "".join(p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk"))
+    run = set(re.findall(r"\{DTR_HOLES\} ([a-z0-9-]+)", rules))
+    steps = re.findall(r"^  ([a-z0-9-]+)  ", _help(capsys, "steps"), re.M)
+    assert len(steps) == len(set(steps)) == 22
+    assert run <= {*steps, *USER_COMMANDS} and "sweep" in run
+    for step in steps:  # each callable by name, with its own help
+        assert "usage: dtr-holes " + step in _help(capsys, step)
 
 
 def test_protocol_show_prints_version_and_history(capsys) -> None:

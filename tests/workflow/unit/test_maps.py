@@ -9,6 +9,7 @@ import pytest
 
 from dtrholes.holes import maps
 from dtrholes.holes.maps import Map, MapError, Span, Tile
+from dtrholes.study.parameters import Parameters
 from simulator import Trace, budget_for, peak_memory, simulate
 from tests.support.tracegen import random_trace_text, tiny_trace
 
@@ -207,10 +208,12 @@ def test_the_plan_maps_cheap_series_whole_and_others_around_sampled_regions() ->
 
     trace = tiny_trace(random_trace_text(2))
     peak = peak_memory(trace)
-    params = {
-        "stage_a": {"ratios": {"start": 0.1, "stop": 0.9, "step": 0.1}},
-        "maps": {"margin": 0.01, "max_runs": 100, "whole_range_cap": 0},
-    }
+    params = Parameters.from_dict(
+        {
+            "stage_a": {"ratios": {"start": 0.1, "stop": 0.9, "step": 0.1}},
+            "maps": {"margin": 0.01, "max_runs": 100, "whole_range_cap": 0},
+        }
+    )
     budgets = [budget_for(None, r / 10, peak) for r in range(1, 10)]
     outcomes = ["oom", "ok", "ok", "oom", "oom", "ok", "ok", "ok", "ok"]
     listed = [_record(simulate(trace, b, "dtr"), "A", o) for b, o in zip(budgets, outcomes)]  # noqa: B905

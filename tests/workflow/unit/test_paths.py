@@ -34,6 +34,6 @@ def test_a_job_outputs_path_names_its_records() -> None:
 
 
 def test_stage_b_comes_after_the_stages_it_refines() -> None:
-    params = {"points": {"DEV": {}}}
-    assert paths.stages(params) == ("A", "C", "B", "DEV")
-    assert paths.planned(params) == ("A", "C", "DEV")
+    assert paths.stages(["DEV"]) == ("A", "C", "B", "DEV")
+    assert paths.planned(["DEV"]) == ("A", "C", "DEV")
+    assert paths.stages() == paths.SAMPLED

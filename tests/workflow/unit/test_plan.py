@@ -8,9 +8,10 @@ from pathlib import Path
 from dtrholes.core.samples import Sample
 from dtrholes.pipeline import stages
 from dtrholes.study import plan, protocol
+from dtrholes.study.parameters import Parameters
 
 REPO = Path(__file__).resolve().parents[3]
-PARAMS = protocol.load(REPO / "protocol").parameters
+PARAMS = protocol.load(REPO / "protocol").params
 
 
 def test_study_grid_has_56_ratios_equal_to_their_decimal_literals() -> None:
@@ -35,7 +36,7 @@ def _study_ratios(trace: str, stage: str) -> set[tuple[float, int]]:
 def test_stage_a_draws_the_studys_repeats_for_all_six_traces() -> None:
     # One generator over the six traces in the study's order: U-Net's repeats depend on the
     # three traces drawn before it.
-    for trace in PARAMS["traces"]["confirmatory"]:
+    for trace in PARAMS.traces.confirmatory:
         points = plan.stage_a_points(PARAMS, trace)
         assert len(points) == 56 + 2 * 6  # round(10% of 56) ratios run three times
         assert {(p.ratio, p.repeat) for p in points} == _study_ratios(trace, "A")
@@ -44,7 +45,7 @@ def test_stage_a_draws_the_studys_repeats_for_all_six_traces() -> None:
 
 
 def test_stage_c_draws_the_studys_samples_for_all_six_traces() -> None:
-    for trace in PARAMS["traces"]["confirmatory"]:
+    for trace in PARAMS.traces.confirmatory:
         points = plan.stage_c_points(PARAMS, trace)
         assert {(p.ratio, p.repeat) for p in points} == _study_ratios(trace, "C")
         assert len(points) == (79 if trace == "densenet121" else 80)  # DenseNet draws one twice
@@ -62,10 +63,10 @@ def test_development_traces_run_stages_a_and_c_only_in_the_broader_sweep() -> No
 
 
 def test_baselines_run_the_stage_a_grid_only() -> None:
-    assert plan.stage_policies(PARAMS, "A") == list(PARAMS["policies"])
+    assert plan.stage_policies(PARAMS, "A") == list(PARAMS.policies)
     assert plan.stage_policies(PARAMS, "C") == ["dtr", "nbhd-penalty", "two-phase"]
     assert plan.stage_policies(PARAMS, "B") == ["dtr", "nbhd-penalty", "two-phase"]
-    assert plan.stage_policies(PARAMS, "C", broad=True) == list(PARAMS["policies"])
+    assert plan.stage_policies(PARAMS, "C", broad=True) == list(PARAMS.policies)
     assert plan.stage_points(PARAMS, "C", "unet", "he-star") == []
     assert len(plan.stage_points(PARAMS, "A", "unet", "he-star")) == 68
 
@@ -101,11 +102,18 @@ def sample(policy: str, stage: str, ratio: float, outcome: str, overhead=None) -
     return Sample(policy=policy, stage=stage, ratio=ratio, outcome=outcome, overhead=overhead)
 
 
+def _refining(triggers: list[str], overhead_change: float, stop: float = 0.14) -> Parameters:
+    """A protocol slice with what Stage B's trigger reads: the Stage A grid and the trigger."""
+    return Parameters.from_dict(
+        {
+            "stage_a": {"ratios": {"start": 0.1, "stop": stop, "step": 0.01}},
+            "stage_b": {"triggers": triggers, "overhead_change": overhead_change},
+        }
+    )
+
+
 def test_refinement_triggers() -> None:
-    params = {
-        "stage_a": {"ratios": {"start": 0.1, "stop": 0.14, "step": 0.01}},
-        "stage_b": {"triggers": ["status", "overhead", "stage_c"], "overhead_change": 0.25},
-    }
+    params = _refining(["status", "overhead", "stage_c"], 0.25)
     samples = [
         sample("dtr", "A", 0.10, "oom"),
         sample("dtr", "A", 0.11, "ok", 2.0),
@@ -124,9 +132,9 @@ def test_refinement_triggers() -> None:
         {"low": 0.12, "high": 0.13, "triggers": ["status"], "study": False},
         {"low": 0.13, "high": 0.14, "triggers": ["stage_c"], "study": False},
     ]
-    params["stage_b"]["triggers"] = ["status"]
+    params = _refining(["status"], 0.25)
     assert [i["low"] for i in plan.refine_intervals(params, samples)] == [0.1, 0.12]
-    params["stage_b"] |= {"triggers": ["overhead"], "overhead_change": 0.35}
+    params = _refining(["overhead"], 0.35)
     assert plan.refine_intervals(params, samples) == []
     # The study's intervals are refined whatever the trigger finds; each names its source.
     found = plan.refine_intervals(params, samples, study=[0.121, 0.1205, 0.139])
@@ -137,10 +145,7 @@ def test_refinement_triggers() -> None:
 
 
 def test_a_timed_out_stage_c_point_never_triggers() -> None:
-    params = {
-        "stage_a": {"ratios": {"start": 0.1, "stop": 0.11, "step": 0.01}},
-        "stage_b": {"triggers": ["status", "stage_c"], "overhead_change": 0.25},
-    }
+    params = _refining(["status", "stage_c"], 0.25, stop=0.11)
     ends = [sample("dtr", "A", 0.10, "ok", 1.0), sample("dtr", "A", 0.11, "ok", 1.0)]
     listed = [
         {
@@ -158,7 +163,7 @@ def test_a_timed_out_stage_c_point_never_triggers() -> None:
 def test_the_study_refined_58_intervals_with_1566_points() -> None:
     intervals = {
         trace: plan.refine_intervals(PARAMS, [], plan.study_refined(STUDY, trace))
-        for trace in PARAMS["traces"]["confirmatory"]
+        for trace in PARAMS.traces.confirmatory
     }
     assert sum(map(len, intervals.values())) == 58
     points = [
@@ -170,7 +175,7 @@ def test_the_study_refined_58_intervals_with_1566_points() -> None:
 
 
 def test_stage_b_points_are_the_fine_grid_strictly_inside() -> None:
-    params = {"stage_b": {"step": 0.001}}
+    params = Parameters.from_dict({"stage_b": {"step": 0.001}})
     points = plan.stage_b_points(params, [[0.1, 0.11], [0.2, 0.21]])
     assert [p.ratio for p in points][:3] == [0.101, 0.102, 0.103] and len(points) == 18
 
@@ -186,8 +191,9 @@ def test_job_specs_hold_only_what_the_job_reads() -> None:
         "2026-09-26-tcontrol-inspired",
     ]
     params = plan.parameters(spec)
-    assert params["policies"]["tcontrol-inspired"]["alpha"] == 0.3
-    assert params["stage_a"]["ratios"]["step"] == 0.01 and "repeats" not in params["stage_a"]
+    assert params.policies["tcontrol-inspired"].values["alpha"] == 0.3
+    assert params.stage_a.ratios.step == 0.01 and params.stage_a.repeats is None
+    assert params.stage_b is None and params.limits == current.params.limits
 
 
 def test_an_own_trace_runs_the_broad_samples_seeded_by_its_sha256() -> None:
@@ -199,7 +205,7 @@ def test_an_own_trace_runs_the_broad_samples_seeded_by_its_sha256() -> None:
     c = plan.stage_c_points(PARAMS, "mine", own_sha256=one)
     assert 70 <= len(c) <= 80 and c != plan.stage_c_points(PARAMS, "mine", own_sha256=other)
     # every policy in every sampled stage (as the broader sweep), no fixed points
-    for policy in PARAMS["policies"]:
+    for policy in PARAMS.policies:
         assert plan.stage_points(PARAMS, "C", "mine", policy, own_sha256=one) == c
     assert plan.stage_points(PARAMS, "DEV", "resnet32", "dtr", own_sha256=one) == []
     # the study's traces keep their draws

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from dtrholes.cli import steps, user
+from dtrholes.cli import shared, steps, user
 from dtrholes.core import processes
 from simulator import UserError
 
@@ -21,15 +21,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+DESCRIPTION = """Feasibility holes of DTR-family eviction policies: replay a trace under a budget,
+explain why one budget fails where another completes, map a budget range exactly."""
+
+
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dtr-holes", description=__doc__)
+    p = _Parser(prog="dtr-holes", description=DESCRIPTION, formatter_class=shared.Help)
     p.add_argument(
         "--exit-with-parent",
         type=int,
         metavar="PID",
         help="stop when process PID, the one that started this one, exits (the workflow's jobs)",
     )
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(title="commands", dest="command", required=True, metavar="command")
     user.add(sub)
     steps.add(sub)
     return p

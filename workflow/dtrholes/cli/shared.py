@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +16,13 @@ from dtrholes.pipeline import stages
 from dtrholes.study import plan, protocol
 from dtrholes.traces import fetch, recost
 from simulator import POLICIES, UserError
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """Help at most 100 columns wide however wide the terminal, descriptions as written."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=min(100, shutil.get_terminal_size().columns) - 2)
 
 
 def param(text: str) -> tuple[str, float]:

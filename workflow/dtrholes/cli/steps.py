@@ -24,7 +24,9 @@ from simulator.trace import provenance
 
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fetch", help="fetch, verify and compile the traces into a data directory")
+    p = sub.add_parser(
+        "fetch", description="fetch, verify and compile the traces into a data directory"
+    )
     p.add_argument("--data", type=Path, required=True, help="data directory")
     p.add_argument("--archive", default=None, help="archive file or URL (default: canonical)")
     shared.add_sheet(p)
@@ -39,7 +41,7 @@ def _fetch(args: argparse.Namespace) -> None:
 
 
 def _add_noise_table(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("noise-table", help="the cost-noise study: holes of perturbed traces")
+    p = sub.add_parser("noise-table", description="the cost-noise study: holes of perturbed traces")
     p.add_argument("--maps", type=Path, nargs="+", required=True, help="merged maps")
     p.add_argument("--out", type=Path, required=True, help="one row per region x perturbation")
     p.add_argument("--markdown", type=Path, required=True)
@@ -72,7 +74,7 @@ def _noise_table(args: argparse.Namespace) -> None:
 
 
 def _add_baseline(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("baseline", help="a trace's peak memory, model compute and checksum")
+    p = sub.add_parser("baseline", description="a trace's peak memory, model compute and checksum")
     p.add_argument("--trace", required=True)
     p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
     p.add_argument("--out", type=Path, required=True, help="JSON file to write")
@@ -96,7 +98,7 @@ def _baseline(args: argparse.Namespace) -> None:
 
 
 def _add_rank(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rank", help="a trace's storage betweenness, cached for the policies")
+    p = sub.add_parser("rank", description="a trace's storage betweenness, cached for the policies")
     p.add_argument("--trace", required=True)
     p.add_argument("--seed", type=int, required=True, help="the ranking policy's seed")
     p.add_argument("--data", type=Path, required=True, help="data directory with the archive")
@@ -112,7 +114,7 @@ def _rank(args: argparse.Namespace) -> None:
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run one job of a sampling stage, one record per point")
+    p = sub.add_parser("sweep", description="run one job of a sampling stage, one record per point")
     p.add_argument("--stage", type=str.upper, required=True, help="A, B, C or a point stage")
     p.add_argument(
         "--points", type=plan.parse_points, required=True, help="RATIO:REPEAT, comma-separated"
@@ -122,7 +124,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    known = list(paths.stages(protocol.load(args.protocol).parameters))
+    known = list(paths.stages(protocol.load(args.protocol).params.points))
     if args.stage not in known:
         raise UserError("--stage", f"one of the protocol's stages {known}", args.stage)
     job = shared.job(args, args.stage)
@@ -131,7 +133,7 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _add_refine(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("refine", help="plan Stage B: the intervals its triggers select")
+    p = sub.add_parser("refine", description="plan Stage B: the intervals its triggers select")
     p.add_argument("--trace", required=True)
     p.add_argument("--spec", type=json.loads, required=True, help="the job's protocol values")
     p.add_argument("--jobs", type=Path, nargs="*", default=[], help="Stage A and C outputs")
@@ -152,7 +154,7 @@ def _refine(args: argparse.Namespace) -> None:
 
 def _add_series_step(sub: argparse._SubParsersAction, name: str, what: str, run) -> None:
     """A step that reads one trace × policy's sampled series and runs more."""
-    p = sub.add_parser(name, help=f"{what} of one trace × policy's sampled series")
+    p = sub.add_parser(name, description=f"{what} of one trace × policy's sampled series")
     p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
     shared.add_job(p)
     p.set_defaults(run=run)
@@ -188,7 +190,9 @@ def _repeat(args: argparse.Namespace) -> None:
 
 
 def _add_explain_regions(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain-regions", help="explain every confirmed region's edge brackets")
+    p = sub.add_parser(
+        "explain-regions", description="explain every confirmed region's edge brackets"
+    )
     p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
     p.add_argument("--repeats", type=Path, required=True, help="the repeat job's output")
     shared.add_job(p)
@@ -204,7 +208,9 @@ def _explain_regions(args: argparse.Namespace) -> None:
 
 
 def _add_gather(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("gather", help="tabulate the records that job outputs list into Parquet")
+    p = sub.add_parser(
+        "gather", description="tabulate the records that job outputs list into Parquet"
+    )
     p.add_argument("--jobs", type=Path, nargs="+", required=True, help="job outputs")
     p.add_argument("--results", type=Path, required=True, help="results directory")
     p.add_argument("--out", type=Path, required=True)
@@ -226,7 +232,7 @@ def _add_table(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _add_holes(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("holes", help="count feasibility holes per trace and policy")
+    p = sub.add_parser("holes", description="count feasibility holes per trace and policy")
     _add_table(p, "holes")
     p.add_argument("--edges", type=Path, nargs="*", default=[], help="edges job outputs")
     p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
@@ -243,7 +249,7 @@ def _holes(args: argparse.Namespace) -> None:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="each policy against DTR: hypotheses H1, H2, H3")
+    p = sub.add_parser("compare", description="each policy against DTR: hypotheses H1, H2, H3")
     _add_table(p, "comparison")
     p.set_defaults(run=_compare)
 
@@ -259,7 +265,9 @@ def _compare(args: argparse.Namespace) -> None:
 
 
 def _add_paper(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("paper", help="every published point and cell of the study beside ours")
+    p = sub.add_parser(
+        "paper", description="every published point and cell of the study beside ours"
+    )
     p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
     p.add_argument("--out", type=Path, required=True, help="comparison table (Parquet)")
     p.add_argument("--markdown", type=Path, required=True, help="comparison (Markdown)")
@@ -279,7 +287,7 @@ def _paper(args: argparse.Namespace) -> None:
 
 
 def _add_crosscheck(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("crosscheck", help="replay region points with unmodified simrd")
+    p = sub.add_parser("crosscheck", description="replay region points with unmodified simrd")
     _add_table(p, "cross-check")
     p.add_argument("--repeats", type=Path, nargs="*", default=[], help="repeat job outputs")
     p.add_argument("--baselines", type=Path, nargs="+", required=True, help="baseline JSONs")
@@ -323,7 +331,7 @@ def _add_figure_inputs(p: argparse.ArgumentParser, baseline: str, many: bool = F
 
 
 def _add_figures(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("figures", help="a trace's cliff and overhead figures (PNG, PDF)")
+    p = sub.add_parser("figures", description="a trace's cliff and overhead figures (PNG, PDF)")
     p.add_argument("--trace", required=True)
     _add_figure_inputs(p, "the trace's baseline JSON")
     p.set_defaults(run=_figures)
@@ -338,7 +346,9 @@ def _figures(args: argparse.Namespace) -> None:
 
 
 def _add_zoom(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("zoom", help="a trace × policy's hole regions: grid (PNG, PDF), table")
+    p = sub.add_parser(
+        "zoom", description="a trace × policy's hole regions: grid (PNG, PDF), table"
+    )
     p.add_argument("--trace", required=True)
     p.add_argument("--policy", required=True)
     _add_figure_inputs(p, "the trace's baseline JSON")
@@ -354,7 +364,7 @@ def _zoom(args: argparse.Namespace) -> None:
 
 
 def _add_figure1(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("figure1", help="the study's Figure 1 under DTR (PNG, PDF)")
+    p = sub.add_parser("figure1", description="the study's Figure 1 under DTR (PNG, PDF)")
     _add_figure_inputs(p, "a baseline JSON per trace drawn", many=True)
     p.set_defaults(run=_figure1)
 
@@ -374,7 +384,9 @@ def _figure1(args: argparse.Namespace) -> None:
 
 
 def _add_map_plan(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("map-plan", help="the byte ranges each policy's map covers on a trace")
+    p = sub.add_parser(
+        "map-plan", description="the byte ranges each policy's map covers on a trace"
+    )
     p.add_argument("--trace", required=True)
     p.add_argument("--spec", type=json.loads, required=True, help="the job's protocol values")
     p.add_argument("--jobs", type=Path, nargs="+", required=True, help="sampling outputs")
@@ -403,7 +415,7 @@ def _map_plan(args: argparse.Namespace) -> None:
 
 
 def _add_map_chunk(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("map-chunk", help="tile one chunk of a map, one record per run")
+    p = sub.add_parser("map-chunk", description="tile one chunk of a map, one record per run")
     p.add_argument("--first", type=int, required=True, help="first byte of the chunk")
     p.add_argument("--last", type=int, required=True, help="last byte of the chunk")
     p.add_argument("--chunk", type=int, default=0, help="the chunk's index in its range")
@@ -420,7 +432,7 @@ def _map_chunk(args: argparse.Namespace) -> None:
 
 
 def _add_map_merge(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("map-merge", help="one trace × policy's map chunks as one map")
+    p = sub.add_parser("map-merge", description="one trace × policy's map chunks as one map")
     p.add_argument("--trace", required=True)
     p.add_argument("--policy", required=True)
     p.add_argument("--baseline", type=Path, required=True, help="the trace's baseline JSON")
@@ -438,7 +450,7 @@ def _map_merge(args: argparse.Namespace) -> None:
 
 
 def _add_map_table(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("map-table", help="holes of exact maps beside the sampled stages")
+    p = sub.add_parser("map-table", description="holes of exact maps beside the sampled stages")
     p.add_argument("--maps", type=Path, nargs="*", default=[], help="merged maps (Parquet)")
     p.add_argument("--records", type=Path, required=True, help="records table (Parquet)")
     p.add_argument("--out", type=Path, required=True, help="series table (Parquet)")
@@ -455,7 +467,7 @@ def _map_table(args: argparse.Namespace) -> None:
 
 
 def _add_map_figure(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("map-figure", help="a trace's map strips and hole zooms (PNG, PDF)")
+    p = sub.add_parser("map-figure", description="a trace's map strips and hole zooms (PNG, PDF)")
     p.add_argument("--trace", required=True)
     p.add_argument("--maps", type=Path, nargs="*", default=[], help="the trace's merged maps")
     p.add_argument("--out", type=Path, required=True, help="figure path without extension")
@@ -495,6 +507,20 @@ STEPS = (
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    """The pipeline's steps, in the order the pipeline runs them."""
+    """The pipeline's steps, in the order the pipeline runs them: each callable by name (the
+    rules' commands), described by its own `--help`, and listed by one command, `steps`, instead
+    of beside the user's commands (a parser added without `help` is not listed)."""
+    before = set(sub.choices)
     for step in STEPS:
         step(sub)
+    added = [(name, p.description) for name, p in sub.choices.items() if name not in before]
+    width = max(len(name) for name, _ in added)
+    listing = "\n".join(f"  {name:<{width}}  {what}" for name, what in added)
+    p = sub.add_parser(
+        "steps",
+        help="the pipeline's steps, run by the workflow's rules: dtr-holes steps --help",
+        description="The pipeline's steps, run by the workflow's rules (each with its --help):",
+        epilog=listing,
+        formatter_class=shared.Help,
+    )
+    p.set_defaults(run=lambda _: p.print_help())

@@ -18,6 +18,7 @@ from dtrholes.explain import build, markdown
 from dtrholes.holes import edges, map_tables, maps
 from dtrholes.pipeline import stages
 from dtrholes.study import plan, protocol
+from dtrholes.study.parameters import Parameters
 from dtrholes.study.records import Request
 from dtrholes.traces import betweenness, fetch, pytorch, recost
 from simulator import (
@@ -238,7 +239,7 @@ def _protocol(args: argparse.Namespace) -> None:
         print(protocol.describe(current))
         return
     if args.action == "points":
-        _points(args, current.parameters)
+        _points(args, current.params)
         return
     if args.out is None:
         raise UserError("protocol render", "--out FILE", "no --out")
@@ -247,13 +248,13 @@ def _protocol(args: argparse.Namespace) -> None:
     files.write_json(args.out, protocol.render(current))
 
 
-def _points(args: argparse.Namespace, params: dict) -> None:
+def _points(args: argparse.Namespace, params: Parameters) -> None:
     """The planned points of the stages that do not depend on outcomes, as CSV."""
     wanted = {"stage": args.stage, "trace": args.trace, "policy": args.policy}
     known = {
-        "stage": list(paths.planned(params)),
-        "trace": [t for role in params["traces"].values() for t in role],
-        "policy": list(params["policies"]),
+        "stage": list(paths.planned(params.points)),
+        "trace": list(params.traces.every),
+        "policy": list(params.policies),
     }
     for key, value in wanted.items():
         if value is not None and value not in known[key]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple, TypeVar
 
@@ -29,15 +30,15 @@ TABLES = ("holes", "comparison", "crosscheck", "paper")  # the tables every run 
 STAGE_DIR = "stage_"  # and a sampling stage's name in paths: its directory
 
 
-def stages(params: dict) -> tuple[str, ...]:
-    """Every stage that samples under the protocol `params`: the study's, then its point
-    stages."""
-    return (*SAMPLED, *params.get("points", {}))
+def stages(points: Iterable[str] = ()) -> tuple[str, ...]:
+    """Every stage that samples under a protocol whose point stages are `points` (their names):
+    the study's, then the point stages."""
+    return (*SAMPLED, *points)
 
 
-def planned(params: dict) -> tuple[str, ...]:
+def planned(points: Iterable[str] = ()) -> tuple[str, ...]:
     """The sampling stages whose points do not depend on outcomes (all but Stage B)."""
-    return tuple(s for s in stages(params) if s != STAGE_B)
+    return tuple(s for s in stages(points) if s != STAGE_B)
 
 
 def stage_key(stage: str) -> str:

@@ -16,7 +16,8 @@ from dtrholes.core.samples import COMPLETE, Sample
 from dtrholes.explain import build
 from dtrholes.explain.types import Citations, Explanation
 from dtrholes.holes import edges, maps, sampled_holes
-from dtrholes.study import plan, protocol, records, runner, simrd
+from dtrholes.study import plan, records, runner, simrd
+from dtrholes.study.parameters import Parameters
 from dtrholes.study.records import Request
 from dtrholes.traces import betweenness, fetch
 from simulator import Policy, Result, Trace, UserError, budget_for, get_policy
@@ -37,7 +38,7 @@ class Job:
     results: Path
 
     @property
-    def params(self) -> dict:
+    def params(self) -> Parameters:
         return plan.parameters(self.spec)
 
     def request(
@@ -49,17 +50,17 @@ class Job:
         cap: float | None = None,
     ) -> Request:
         """A run of this job; `cap` overrides the protocol's overhead cap (edge probes)."""
-        limits = self.params["limits"]
+        params = self.params
         chosen = self.chosen
         return Request(
             trace=self.trace,
             trace_sha256=self.baseline["sha256"],
             policy=self.policy,
-            params=chosen.resolve(protocol.policy_values(self.params, self.policy)),
+            params=chosen.resolve(params.policy_values(self.policy)),
             budget=budget,
             ratio=ratio,
-            overhead_cap=limits["overhead_cap"] if cap is None else cap,
-            wall_clock_s=limits["wall_clock_s"],
+            overhead_cap=params.limits.overhead_cap if cap is None else cap,
+            wall_clock_s=params.limits.wall_clock_s,
             stage=stage,
             repeat=repeat,
             protocol_version=self.version,
@@ -73,7 +74,7 @@ class Job:
     def chosen(self) -> Policy:
         """The job's policy; for a policy from a file, the file as it was when the job was
         planned (its sha256 is in the job's spec), else an error: nothing runs an edited one."""
-        chosen = get_policy(protocol.policy_ref(self.params, self.policy))
+        chosen = get_policy(self.params.policy_ref(self.policy))
         planned = self.spec.get("policy_sha256")
         if planned != chosen.source_sha256:
             raise UserError(
@@ -184,6 +185,7 @@ def find_edges(
     ]
     run_ids: list[str] = []
     found = []
+    search = job.params.edges
     with job.session() as session:
 
         def run(budget: int, cap: float | None) -> Result | None:
@@ -192,7 +194,16 @@ def find_edges(
             return session.run(request)[0]
 
         for i, (a, b) in enumerate(pairs, 1):
-            edge = edges.exact_edge(run, known[a.budget], known[b.budget], **job.params["edges"])
+            edge = edges.exact_edge(
+                run,
+                known[a.budget],
+                known[b.budget],
+                max_runs=search.max_runs,
+                split=search.split,
+                probe_factor=search.probe_factor,
+                probe_floor=search.probe_floor,
+                probe_raise=search.probe_raise,
+            )
             found.append(_edge_row(job, a, b, edge))
             progress(
                 f"[{i}/{len(pairs)}] {job.trace} {job.policy} edge {edge.below:,} | "
@@ -225,21 +236,19 @@ def repeat_regions(
     regions and the repeats' run ids. Repeat i of every point comes from the i-th fresh
     session: its own spawned interpreter (hash seed included) whose forked children run one
     repeat each."""
-    confirmation = job.params["confirmation"]
+    confirmation = job.params.confirmation
     known = first_results(listed)
     collapsed = sampled_holes.collapse(series(listed))
     ratios = {s.budget: s.ratio for s in collapsed}
     regions, run_ids = [], []
     with contextlib.ExitStack() as stack:
         sessions = [
-            stack.enter_context(job.session(fresh=True)) for _ in range(confirmation["repeats"])
+            stack.enter_context(job.session(fresh=True)) for _ in range(confirmation.repeats)
         ]
         found = sampled_holes.summarise(collapsed).holes
         for number, region in enumerate(found, 1):
             points = []
-            for budget in sampled_holes.confirmation_points(
-                region, collapsed, confirmation["points"]
-            ):
+            for budget in sampled_holes.confirmation_points(region, collapsed, confirmation.points):
                 disagree = []
                 for i, session in enumerate(sessions, 1):
                     request = job.request(paths.REPEAT, budget, ratios[budget], i)
@@ -279,7 +288,7 @@ def explain_regions(
             (region["ok_above"], region["last_fail"]),
         )
     ]
-    probe = job.params["explain"]
+    probe = job.params.explain
     ref = request.policy_ref
     central = betweenness.for_policy(trace, ref, dict(request.params), job.results)
     runs = build.Runs()  # a budget two pairs share is replayed once
@@ -297,8 +306,8 @@ def explain_regions(
         )
         x = build.explain(
             pair,
-            top=probe["top"],
-            decisions=probe.get("decisions"),
+            top=probe.top,
+            decisions=probe.decisions,
             control=cited[fail][1],
             runs=runs,
         )
@@ -374,14 +383,14 @@ def map_span(job: Job, span: maps.Span, chunk: int = 0, progress=None) -> maps.M
             request = job.request(paths.MAP, budget, None)
             return session.run(request)[0], request.run_id
 
-        tiles = maps.tile(run, span, job.params["maps"]["max_runs"], chunk, progress)
+        tiles = maps.tile(run, span, job.params.maps.max_runs, chunk, progress)
     run_ids = [t.run_id for t in tiles if t.run_id is not None]
     checksums = records.checksums(job.records, run_ids)
     return maps.Map(job.trace, job.policy, peak, (span,), tuple(tiles), checksums)
 
 
 def map_plan(
-    params: dict,
+    params: Parameters,
     peak: int,
     listed: dict[str, list[dict]],
     whole: bool,
@@ -391,9 +400,9 @@ def map_plan(
     estimated run count is below the cap (or `whole`), else the neighbourhoods of every hole
     region any policy's sampled series shows; none for the `unmapped` ones (see reads_budget).
     `listed`: each policy's sampled records."""
-    ratios, spec = params["stage_a"]["ratios"], params["maps"]
-    span = maps.Span(*(budget_for(None, ratios[end], peak) for end in ("start", "stop")))
-    margin = int(spec["margin"] * peak)
+    ratios, spec = params.stage_a.ratios, params.maps
+    span = maps.Span(*(budget_for(None, end, peak) for end in (ratios.start, ratios.stop)))
+    margin = int(spec.margin * peak)
     around = [
         maps.Span(max(span.first, r.ok_below - margin), min(span.last, r.ok_above + margin))
         for found in listed.values()
@@ -407,7 +416,7 @@ def map_plan(
             continue
         results = [Result.from_dict(r["result"]) for r in found if _complete_a(r)]
         estimate = maps.estimate_runs(results, span)
-        mapped_whole = whole or estimate <= spec["whole_range_cap"]
+        mapped_whole = whole or estimate <= spec.whole_range_cap
         ranges = [[span.first, span.last]] if mapped_whole else near
         plans[policy] = {"estimate": estimate, "whole": mapped_whole, "ranges": ranges}
     return {"span": [span.first, span.last], "neighbourhoods": near, "policies": plans}

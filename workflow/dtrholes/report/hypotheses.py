@@ -12,6 +12,7 @@ import pyarrow as pa
 from dtrholes.core import paths, samples
 from dtrholes.core.samples import Sample
 from dtrholes.holes import sampled_holes
+from dtrholes.study.parameters import Parameters
 from simulator.result import OK, THRASHED, TIMEOUT
 
 REFERENCE = "dtr"
@@ -87,7 +88,7 @@ def geomean(ratios: list[float]) -> tuple[float, int, float] | None:
 
 def roles(rendered: dict) -> dict[str, str]:
     """Each trace's role (development, confirmatory) in a rendered protocol."""
-    return {t: role for role, ts in rendered["parameters"]["traces"].items() for t in ts}
+    return Parameters.from_dict(rendered["parameters"]).traces.roles()
 
 
 def compare(rows: list[dict], roles: dict[str, str], version: str) -> list[dict]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dtrholes.core import paths
 from dtrholes.core.samples import Sample
+from dtrholes.study.parameters import Grid, Parameters, StageB
 from dtrholes.study.protocol import Protocol
 from simulator import get_policy
 
@@ -55,14 +56,15 @@ def job_spec(protocol: Protocol, kind: str, policy: str | None = None) -> dict:
     reads = READS.get(kind, [f"points/{kind}", "limits"])  # a point stage: its points
     keys = reads + ([f"policies/{policy}"] if policy else [])
     spec = protocol.slice(keys)
-    source = (spec["values"][keys[-1]] or {}).get("source") if policy else None
+    found = protocol.params.policies.get(policy) if policy else None
+    source = found.source if found else None
     if source is not None:  # its content defines the runs: an edit reruns this policy's jobs
         spec["policy_sha256"] = get_policy(source).source_sha256
     return spec
 
 
-def parameters(spec: dict) -> dict:
-    """A job spec's values as nested parameters, the shape of the protocol's own."""
+def parameters(spec: dict) -> Parameters:
+    """A job spec's values as typed parameters (those the job does not read: None)."""
     nested: dict = {}
     for path, value in spec["values"].items():
         *parents, key = path.split("/")
@@ -70,7 +72,7 @@ def parameters(spec: dict) -> dict:
         for part in parents:
             node = node.setdefault(part, {})
         node[key] = value
-    return nested
+    return Parameters.from_dict(nested)
 
 
 def grid(start: float, stop: float, step: float) -> list[float]:
@@ -79,24 +81,28 @@ def grid(start: float, stop: float, step: float) -> list[float]:
     return [round(start + i * step, 10) for i in range(count)]
 
 
-def ratios_of(spec: dict | list) -> list[float]:
-    """A point set's ratios: a grid {start, stop, step} or a list."""
-    return grid(**spec) if isinstance(spec, dict) else [float(r) for r in spec]
+def grid_of(ratios: Grid) -> list[float]:
+    return grid(ratios.start, ratios.stop, ratios.step)
 
 
-def sampled_traces(params: dict, broad: bool = False) -> list[str]:
+def ratios_of(ratios: Grid | tuple[float, ...]) -> list[float]:
+    """A point set's ratios: a grid or a list."""
+    return grid_of(ratios) if isinstance(ratios, Grid) else [float(r) for r in ratios]
+
+
+def sampled_traces(params: Parameters, broad: bool = False) -> list[str]:
     """The traces of Stages A, B and C in the study's order (its index seeds Stage C): the
     confirmatory ones, and with the broader sweep the development ones after them."""
-    roles = params["traces"]
-    return roles["confirmatory"] + (roles["development"] if broad else [])
+    roles = params.traces
+    return [*roles.confirmatory, *(roles.development if broad else ())]
 
 
-def stage_policies(params: dict, stage: str, broad: bool = False) -> list[str]:
+def stage_policies(params: Parameters, stage: str, broad: bool = False) -> list[str]:
     """The policies a sampled stage runs: Stage A every policy; Stages B and C the frozen
     ones (the study's), or every policy with the broader sweep."""
     if stage == paths.STAGE_A or broad:
-        return list(params["policies"])
-    return [p for p in params["policies"] if p in params["frozen"]]
+        return list(params.policies)
+    return [p for p in params.policies if p in params.frozen]
 
 
 def trace_seed(sha256: str) -> int:
@@ -106,28 +112,28 @@ def trace_seed(sha256: str) -> int:
 
 
 def stage_a_points(
-    params: dict, trace: str, broad: bool = False, own_sha256: str | None = None
+    params: Parameters, trace: str, broad: bool = False, own_sha256: str | None = None
 ) -> list[Point]:
     """Stage A: every grid ratio once, and a seeded share of them `count` times in all. One
     generator draws the repeated ratios of every trace in the study's order, as the study did;
     an own trace (`own_sha256` given) has its own, seeded with `seed` plus its `trace_seed`."""
-    ratios = grid(**params["stage_a"]["ratios"])
-    repeats = params["stage_a"]["repeats"]
-    share = round(repeats["share"] * len(ratios))
+    ratios = grid_of(params.stage_a.ratios)
+    repeats = params.stage_a.repeats
+    share = round(repeats.share * len(ratios))
     if own_sha256 is not None:
-        chosen = random.Random(repeats["seed"] + trace_seed(own_sha256)).sample(ratios, share)
+        chosen = random.Random(repeats.seed + trace_seed(own_sha256)).sample(ratios, share)
     else:
-        rng = random.Random(repeats["seed"])
+        rng = random.Random(repeats.seed)
         draws = {name: rng.sample(ratios, share) for name in sampled_traces(params, broad)}
         if trace not in draws:
             return []
         chosen = draws[trace]
-    counts = [repeats["count"] if r in chosen else 1 for r in ratios]
+    counts = [repeats.count if r in chosen else 1 for r in ratios]
     return [Point(r, i) for r, n in zip(ratios, counts, strict=True) for i in range(n)]
 
 
 def stage_c_points(
-    params: dict, trace: str, broad: bool = False, own_sha256: str | None = None
+    params: Parameters, trace: str, broad: bool = False, own_sha256: str | None = None
 ) -> list[Point]:
     """Stage C, the study's draw: per trace a generator seeded with `seed` plus the trace's
     index in the study's order (an own trace: plus its `trace_seed`); in each Stage A interval
@@ -135,49 +141,47 @@ def stage_c_points(
     low + fine step * randint(1, n - 1) rounded to the fine grid, n fine steps per interval.
     Equal draws are run once."""
     traces = sampled_traces(params, broad)
-    if "stage_c" not in params or (trace not in traces and own_sha256 is None):
+    if params.stage_c is None or (trace not in traces and own_sha256 is None):
         return []
-    spec, a = params["stage_c"], params["stage_a"]["ratios"]
+    spec, a = params.stage_c, params.stage_a.ratios
     offset = trace_seed(own_sha256) if own_sha256 is not None else traces.index(trace)
-    rng = random.Random(spec["seed"] + offset)
-    fine = round(a["step"] / spec["step"])
-    digits = -math.floor(math.log10(spec["step"]) + 1e-9)
+    rng = random.Random(spec.seed + offset)
+    fine = round(a.step / spec.step)
+    digits = -math.floor(math.log10(spec.step) + 1e-9)
     ratios = []
-    for i in range(len(grid(**a)) - 1):
-        low = a["start"] + a["step"] * i
-        count = spec["dense"] if low < spec["dense_below"] else spec["sparse"]
-        ratios += [
-            round(low + spec["step"] * rng.randint(1, fine - 1), digits) for _ in range(count)
-        ]
+    for i in range(len(grid_of(a)) - 1):
+        low = a.start + a.step * i
+        count = spec.dense if low < spec.dense_below else spec.sparse
+        ratios += [round(low + spec.step * rng.randint(1, fine - 1), digits) for _ in range(count)]
     return [Point(r, 0) for r in sorted(set(ratios))]
 
 
-def stage_b_points(params: dict, intervals: list[list[float]]) -> list[Point]:
+def stage_b_points(params: Parameters, intervals: list[list[float]]) -> list[Point]:
     """Stage B: the refinement grid strictly inside every selected interval."""
-    step = params["stage_b"]["step"]
+    step = params.stage_b.step
     return [Point(r, 0) for low, high in intervals for r in grid(low, high, step)[1:-1]]
 
 
-def set_points(params: dict, stage: str, trace: str, policy: str) -> list[Point]:
+def set_points(params: Parameters, stage: str, trace: str, policy: str) -> list[Point]:
     """The points a protocol point stage (development, confirmation) asks of a trace × policy."""
     points = [
         Point(r, i)
-        for spec in params.get("points", {}).get(stage, [])
-        if spec["trace"] == trace and (spec["policies"] == "all" or policy in spec["policies"])
-        for r in ratios_of(spec["ratios"])
-        for i in spec["repeats"]
+        for spec in params.points.get(stage, ())
+        if spec.trace == trace and spec.runs(policy)
+        for r in ratios_of(spec.ratios)
+        for i in spec.repeats
     ]
     return list(dict.fromkeys(points))  # a point two sets share runs once
 
 
-def planned_points(params: dict, broad: bool = False) -> list[tuple[str, str, str, Point]]:
+def planned_points(params: Parameters, broad: bool = False) -> list[tuple[str, str, str, Point]]:
     """Every (stage, trace, policy, point) of the stages that do not depend on outcomes: Stage
     A, Stage C and the point stages, in the protocol's trace and policy order."""
-    traces = [t for role in ("confirmatory", "development") for t in params["traces"][role]]
+    traces = [*params.traces.confirmatory, *params.traces.development]
     planned = []
-    for stage in paths.planned(params):
+    for stage in paths.planned(params.points):
         for trace in traces:
-            for policy in params["policies"]:
+            for policy in params.policies:
                 planned += [
                     (stage, trace, policy, p)
                     for p in stage_points(params, stage, trace, policy, broad)
@@ -186,7 +190,7 @@ def planned_points(params: dict, broad: bool = False) -> list[tuple[str, str, st
 
 
 def stage_points(
-    params: dict,
+    params: Parameters,
     stage: str,
     trace: str,
     policy: str,
@@ -206,14 +210,14 @@ def stage_points(
 
 
 def refine_intervals(
-    params: dict, samples: list[Sample], study: Iterable[float] = ()
+    params: Parameters, samples: list[Sample], study: Iterable[float] = ()
 ) -> list[dict]:
     """The Stage A intervals Stage B refines, each with the triggers that selected it on
     `samples` and whether the study refined it (`study`: ratios of the study's Stage B runs).
     The study's trigger read its timeouts, which runs here resolve, so its intervals are
     refined whatever the trigger finds here."""
-    stage_b = params["stage_b"]
-    ratios = grid(**params["stage_a"]["ratios"])
+    stage_b = params.stage_b
+    ratios = grid_of(params.stage_a.ratios)
     ends: dict[str, dict[float, Sample]] = defaultdict(dict)
     inside: dict[tuple[str, int], list[Sample]] = defaultdict(list)
     for s in samples:
@@ -246,8 +250,8 @@ def study_refined(evidence: Path, trace: str) -> list[float]:
         ]
 
 
-def _triggers(stage_b: dict, a: Sample, b: Sample, interior: list[Sample]) -> set[str]:
-    wanted, found = stage_b["triggers"], set()
+def _triggers(stage_b: StageB, a: Sample, b: Sample, interior: list[Sample]) -> set[str]:
+    wanted, found = stage_b.triggers, set()
     if "status" in wanted and a.outcome != b.outcome:
         found.add("status")
     both = a.overhead is not None and b.overhead is not None
@@ -258,9 +262,9 @@ def _triggers(stage_b: dict, a: Sample, b: Sample, interior: list[Sample]) -> se
     return found
 
 
-def _changed(x: float, y: float, stage_b: dict) -> bool:
+def _changed(x: float, y: float, stage_b: StageB) -> bool:
     """Whether two overheads differ by more than the protocol's share of the smaller."""
-    return max(x, y) > (1 + stage_b["overhead_change"]) * min(x, y)
+    return max(x, y) > (1 + stage_b.overhead_change) * min(x, y)
 
 
 def _interval_of(ratios: list[float], ratio: float) -> int:

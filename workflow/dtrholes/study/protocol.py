@@ -7,7 +7,7 @@ import datetime as dt
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dtrholes.study.parameters import Parameters
 from simulator import UserError, get_policy
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
@@ -58,12 +59,18 @@ class Amendment:
 
 @dataclass(frozen=True)
 class Protocol:
-    """The effective protocol: the base's parameters with every amendment applied in order."""
+    """The effective protocol: the base's parameters with every amendment applied in order.
+    `parameters` is the validated dict (its content hash names the version; job specs are slices
+    of it), `params` the same parameters typed, read through attributes."""
 
     fixed: dt.date
     title: str
     parameters: dict
     history: tuple[Amendment, ...]
+    params: Parameters = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", Parameters.from_dict(self.parameters))
 
     @property
     def version(self) -> str:
@@ -91,17 +98,6 @@ class Protocol:
             except KeyError:
                 values[path] = None
         return {"values": values, "amendments": list(self.sources(paths))}
-
-
-def policy_ref(parameters: dict, name: str) -> str:
-    """What simulator.get_policy resolves for the protocol's policy `name`: the `source` of a
-    policy from a file (file.py:function or module:function), else the name."""
-    return parameters["policies"][name].get("source", name)
-
-
-def policy_values(parameters: dict, name: str) -> dict[str, float]:
-    """The parameter values the protocol gives policy `name`."""
-    return {k: v for k, v in parameters["policies"][name].items() if k != "source"}
 
 
 def version_of(parameters: dict) -> str:
@@ -187,35 +183,35 @@ def _apply(parameters: dict, amendment: Amendment, path: Path) -> dict:
 def _check_parameters(parameters: dict, path: Path) -> None:
     defs = _schema("protocol")["$defs"]
     _validate(parameters, {"$defs": defs, "$ref": "#/$defs/parameters"}, path)
-    for name in parameters["policies"]:
+    params = Parameters.from_dict(parameters)
+    for name in params.policies:
         where = f"{path}: policies/{name}"
         try:
-            chosen = get_policy(policy_ref(parameters, name))
-            chosen.resolve(policy_values(parameters, name))
+            chosen = get_policy(params.policy_ref(name))
+            chosen.resolve(params.policy_values(name))
         except UserError as exc:
             raise ProtocolError(where, exc.expected, f"{exc.found} ({exc.where})") from None
         if chosen.name != name:
             raise ProtocolError(where, f"a policy named {name!r}", repr(chosen.name))
-    if "stage_c" in parameters["stage_b"]["triggers"] and "stage_c" not in parameters:
+    if "stage_c" in params.stage_b.triggers and params.stage_c is None:
         raise ProtocolError(f"{path}: stage_b/triggers", "stage_c defined", "no stage_c")
-    _check_names(parameters, path)
+    _check_names(params, path)
 
 
-def _check_names(parameters: dict, path: Path) -> None:
+def _check_names(params: Parameters, path: Path) -> None:
     """The frozen policies and every point set name policies and traces the protocol has."""
-    policies = parameters["policies"]
-    traces = [t for role in parameters["traces"].values() for t in role]
-    for name in parameters["frozen"]:
+    policies, traces = list(params.policies), list(params.traces.every)
+    for name in params.frozen:
         if name not in policies:
-            raise ProtocolError(f"{path}: frozen", f"one of the policies {list(policies)}", name)
-    for stage, sets in parameters.get("points", {}).items():
+            raise ProtocolError(f"{path}: frozen", f"one of the policies {policies}", name)
+    for stage, sets in params.points.items():
         for i, spec in enumerate(sets):
             where = f"{path}: points/{stage}/{i}"
-            if spec["trace"] not in traces:
-                raise ProtocolError(where, f"one of the traces {traces}", spec["trace"])
-            unknown = [p for p in spec["policies"] if p not in policies]
-            if spec["policies"] != "all" and unknown:
-                raise ProtocolError(where, f"policies among {list(policies)}", unknown[0])
+            if spec.trace not in traces:
+                raise ProtocolError(where, f"one of the traces {traces}", spec.trace)
+            unknown = [p for p in spec.policies if p not in policies]
+            if spec.policies != "all" and unknown:
+                raise ProtocolError(where, f"policies among {policies}", unknown[0])
 
 
 def _read(path: Path, kind: str) -> dict:

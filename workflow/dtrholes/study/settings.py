@@ -44,10 +44,10 @@ def load(config: dict) -> Settings:
     sheet = [e.name for e in entries]
     for key in _TRACE_LISTS:
         _known(key, config[key], sheet, f"the trace sheet's names ({', '.join(sheet)})")
-    params = current.parameters
-    known = list(params["policies"])
+    params = current.params
+    known = list(params.policies)
     _known("policies", config["policies"], known, f"the protocol's policies ({', '.join(known)})")
-    studied = [t for role in params["traces"].values() for t in role]
+    studied = list(params.traces.every)
     own = [e.name for e in entries if e.role == "own"] if config["own"] else []
     traces = config["traces"] or studied + own
     return Settings(current, entries, tuple(traces), tuple(config["policies"] or known))

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from dtrholes.core import files
+from dtrholes.study.parameters import Parameters
 from dtrholes.traces import fetch
 from simulator.errors import UserError
 from simulator.policies import POLICIES, get_policy
@@ -291,7 +292,8 @@ SCHEMA = pa.schema(
 
 def policies(rendered: dict) -> list[str]:
     """The policies whose region points a rendered protocol has simrd replay."""
-    return rendered["parameters"].get("confirmation", {}).get("simrd", [])
+    confirmation = Parameters.from_dict(rendered["parameters"]).confirmation
+    return list(confirmation.simrd or ()) if confirmation else []
 
 
 def table_rows(checked: list[dict]) -> list[dict]:
