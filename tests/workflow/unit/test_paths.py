@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from dtrholes.core import paths
@@ -37,3 +38,14 @@ def test_stage_b_comes_after_the_stages_it_refines() -> None:
     assert paths.stages(["DEV"]) == ("A", "C", "B", "DEV")
     assert paths.planned(["DEV"]) == ("A", "C", "DEV")
     assert paths.stages() == paths.SAMPLED
+
+
+def test_the_rules_pass_the_results_directory_the_paths_module_roots() -> None:
+    """The rules' shell commands name the results directory itself (`--results results`,
+    `audit results`): a name in the command's text, since Snakemake reruns a rule whose command
+    text changes; every other path under it comes from dtrholes.core.paths."""
+    rules = Path(__file__).resolve().parents[3] / "workflow" / "rules"
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted(rules.glob("*.smk")))
+    named = re.findall(r"(?:--results|DTR_HOLES\} audit) ([\w/]+)", text)
+    assert len(named) >= 10 and set(named) == {paths.RESULTS}
+    assert re.findall(r"""["' ]results/""", text) == []  # no path under it spelled out
