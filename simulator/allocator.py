@@ -374,8 +374,12 @@ class CachingAllocator:
     """The compiled model behind Python calls: `malloc` returns a handle, `free` takes it."""
 
     def __init__(self, capacity: int | None = None):
-        self.capacity = None if capacity is None else _bytes(capacity, "capacity")
-        self.state = new_state(self.capacity)
+        self.state = new_state()
+        self.set_capacity(capacity)
+
+    def set_capacity(self, capacity: int | None) -> None:
+        """Bytes the segments may reserve from now on (None: any); what is reserved stays."""
+        self.state.g[CAPACITY] = -1 if capacity is None else _bytes(capacity, "capacity")
 
     def malloc(self, nbytes: int) -> int:
         """A handle to a block of at least `nbytes`; NO_BLOCK for 0 bytes. OutOfMemory when

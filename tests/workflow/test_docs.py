@@ -128,6 +128,9 @@ ELSEWHERE = {
     "snakemake --cores all -n": "tests/workflow/test_amendments.py (the walkthrough's dry run)",
     "snakemake --workflow-profile profiles/slurm": "tests/workflow/test_slurm.py",
     "pip install -c requirements.lock -e '.[torch]'": "CI's install (.ci/run)",
+    "python benchmarks/gpu_allocator_check.py --trace resnet32": (
+        "tests/tracing/test_gpu_check.py (the output docs/runtime.md shows, without CUDA)"
+    ),
 }
 
 
