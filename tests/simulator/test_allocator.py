@@ -8,6 +8,7 @@ were allocated. A segment's layout is listed as (address, size, in use) per bloc
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ from tests.support.naive_allocator import NaiveAllocator
 from tests.support.tracegen import call, constant, line, release, tiny_trace, trace_text
 
 KiB, MiB = 1 << 10, 1 << 20
+DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
 
 
 def counts(a: CachingAllocator) -> tuple[int, int, int]:
@@ -493,4 +495,7 @@ def test_resnet32_allocated_at_its_peak_is_simrds_peak_in_the_allocators_blocks(
     assert rounded - raw == 117_504
     assert run.at_peak.reserved == 10_125_049_856 and run.at_peak.segments == 96
     assert run.at_peak.free_bytes == 38_586_880 and run.at_peak.largest_free == 1_933_312
+    stated = (raw, rounded - raw, charged - rounded, run.at_peak.free_bytes, 1_933_312)
+    doc = DOC.read_text(encoding="utf-8")
+    assert [f"{x:,}" for x in stated if f"{x:,}" not in doc] == []  # docs/runtime.md states them
     assert np.all(np.diff(run.trajectory[1]) >= 0)  # unlimited: nothing is ever released
