@@ -460,6 +460,25 @@ def test_a_traces_sequence_is_its_eager_replays_allocations_and_frees() -> None:
     assert sequence.storage.tolist() == [0, 1, 2, 3, 5, 1, 2, 3]
 
 
+def test_a_rematerialized_operator_allocates_again_and_frees_the_sibling_still_held() -> None:
+    # (a, b) = f(w); a is released, so freed; c = g(a) recomputes f: a is allocated anew, b,
+    # still held, is computed again too and freed right after (simrd's duplicate); then c.
+    text = trace_text(
+        constant("w", 0),
+        call(["a", "b"], ["w"], 1, 1000),
+        release("a"),
+        call("c", ["a"], 1, 3000),
+        release("b", "c"),
+    )
+    sequence = allocation_sequence(tiny_trace(text))
+    steps = list(zip(sequence.kind.tolist(), sequence.arg.tolist(), strict=True))
+    A, F = ALLOC_STEP, 1 - ALLOC_STEP
+    assert steps == [
+        (A, 1000), (A, 1000), (F, 0), (A, 1000), (A, 1000), (F, 4), (A, 3000), (F, 1), (F, 6)
+    ]  # fmt: skip
+    assert replay(sequence).final.allocated == 1024  # a, recomputed, is never released
+
+
 def test_a_traces_counters_at_its_peak() -> None:
     trace = tiny_trace(HAND)
     run = replay_trace(trace)
