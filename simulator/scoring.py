@@ -37,7 +37,7 @@ from simulator.errors import PolicyError
 # reference line replays), and the warning would reach every user compiling a policy.
 warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning)
 
-SCAN, COVERING, UNCENTRAL = 0, 1, 2  # how a policy chooses among its scores (see kernel.choose)
+SCAN, COVERING, UNCENTRAL = 0, 1, 2  # how a policy chooses among its scores (see kernel.choice)
 BUDGET_DEPENDENT = frozenset({"budget", "shortfall"})
 
 
@@ -116,7 +116,7 @@ FEATURES: dict[str, Feature] = {
     )
 }
 
-# The arguments of every generated score function (the kernel passes them, see kernel.score).
+# The arguments of every generated score function (see kernel.candidates.score).
 _SIGNATURE = (
     "s, clock, class_value, params, rank, sv, stor, g, fwd_c, rev_c, count, budget, request"
 )
@@ -312,11 +312,12 @@ def generate(members: tuple[Compiled, ...]) -> str:
         + '."""',
         "import math",
         "from numba import njit",
-        "from simulator import kernel",
+        "from simulator.kernel.candidates import scan",
+        "from simulator.kernel.choice import _choose_covering, _choose_uncentral",
         "from simulator.exactdiv import checked_multiply as _multiply",
         "from simulator.exactdiv import true_divide as _divide",
         "from simulator.exactdiv import true_divide_product as _divide_product",
-        "from simulator.kernel import COMPUTE, EVICTED, LAST, MEM",
+        "from simulator.kernel.state import COMPUTE, EVICTED, LAST, MEM",
         "from simulator.layout import S_SIZE",
     ]
     parts = ["\n".join(head)]
@@ -342,11 +343,11 @@ def _function(i: int, a: Analysis) -> str:
 
 _CHOOSE = "params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf"
 _RULES = {
-    SCAN: "kernel._scan({i}, params, rank, scores, 0, request, budget, g, sv, stor, flat, bits, "
+    SCAN: "scan({i}, params, rank, scores, 0, request, budget, g, sv, stor, flat, bits, "
     "scratch, uf)[0]",
-    COVERING: "kernel._choose_covering({i}, params, rank, scores, request, budget, g, sv, stor, "
+    COVERING: "_choose_covering({i}, params, rank, scores, request, budget, g, sv, stor, "
     "flat, bits, scratch)",
-    UNCENTRAL: "kernel._choose_uncentral({i}, params, rank, scores, request, budget, g, sv, "
+    UNCENTRAL: "_choose_uncentral({i}, params, rank, scores, request, budget, g, sv, "
     "stor, flat, bits, scratch, uf)",
 }
 
