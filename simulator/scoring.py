@@ -5,9 +5,9 @@ A policy's score is a Python function of one candidate `c` (its features read as
 `generate` writes it as kernel code: features become reads of the kernel's arrays, `/` and
 `*` keep Python's integer semantics (`exactdiv`). A `ScoreSet` is the generated module of a
 tuple of policies, passed to the kernel beside the replay's rule: its numba type is keyed by
-the sha256 of the generated source and of the code generating it, so numba compiles one
-specialised replay per set, caches it on disk under that key, and a fresh process with the
-same set loads it instead of compiling.
+the sha256 of the generated source, of the code generating it and of the kernel's, so numba
+compiles one specialised replay per set, caches it on disk under that key, and a fresh process
+with the same set and kernel loads it instead of compiling.
 """
 
 from __future__ import annotations
@@ -383,7 +383,9 @@ def _dispatch(members: tuple[Compiled, ...]) -> str:
     return "\n\n\n".join(functions)
 
 
-_GLUE = ("scoring.py", "exactdiv.py")
+# The code a replay compiled for a set is made of, besides the generated source: numba's cache
+# checks only the file of the function it caches (the kernel's replay).
+_GLUE = ("scoring.py", "exactdiv.py", "layout.py", "kernel/*.py")
 
 
 class ScoreSet:
@@ -391,9 +393,8 @@ class ScoreSet:
 
     def __init__(self, members: tuple[Compiled, ...], directory: Path):
         source = generate(members)
-        # This module and the arithmetic the generated code calls shape the compiled kernel
-        # too: numba's cache only checks the source file of the function it caches.
-        glue = b"".join(Path(__file__).with_name(n).read_bytes() for n in _GLUE)
+        here = Path(__file__).parent
+        glue = b"".join(p.read_bytes() for n in _GLUE for p in sorted(here.glob(n)))
         self.key = hashlib.sha256(source.encode() + glue).hexdigest()
         self.path = directory / f"scores_{self.key[:32]}.py"
         if not self.path.exists():

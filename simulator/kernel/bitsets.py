@@ -13,28 +13,28 @@ for _i in range(64):
     _DEBRUIJN_INDEX[((1 << _i) * int(_DEBRUIJN) % 2**64) >> 58] = _i
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def low_bit(word: np.uint64) -> int:
     """Index of the lowest set bit (word != 0), by de Bruijn multiplication."""
     return _DEBRUIJN_INDEX[((word & (~word + U1)) * _DEBRUIJN) >> _DEBRUIJN_SHIFT]
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def has_bit(bits: np.ndarray, plane: int, row: int, i: int) -> bool:
     return (bits[plane, row, i >> 6] >> np.uint64(i & 63)) & U1 != 0
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def set_bit(bits: np.ndarray, plane: int, row: int, i: int) -> None:
     bits[plane, row, i >> 6] |= U1 << np.uint64(i & 63)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def clear_bit(bits: np.ndarray, plane: int, row: int, i: int) -> None:
     bits[plane, row, i >> 6] &= ~(U1 << np.uint64(i & 63))
 
 
-@njit(cache=True)
+@njit
 def members(bits: np.ndarray, plane: int, row: int, out: np.ndarray) -> int:
     """Write the set bits of one row into `out`, ascending; return how many."""
     n = 0

@@ -28,7 +28,7 @@ from simulator.kernel.state import (
 )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def score(policy, scores, s, clock, class_value, params, rank, sv, stor, g, budget, request):
     """The score policy id `policy` of the set `scores` gives storage s (`class_value`: the
     e* over equivalence classes, when the policy reads it; see scoring.FEATURES)."""
@@ -51,7 +51,7 @@ def score(policy, scores, s, clock, class_value, params, rank, sv, stor, g, budg
     )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def bound(policy, scores, s, clock, params, rank, sv, stor, g, budget, request) -> float:
     """s's score with its owed regions counted as empty: a lower bound of it for a monotone
     policy, exact when s owes nothing (correctly rounded division is monotonic)."""
@@ -76,18 +76,18 @@ def bound(policy, scores, s, clock, params, rank, sv, stor, g, budget, request) 
     )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def nbhd(s: int, sv: np.ndarray) -> int:
     return sv[FWD_COUNT, s] + sv[REV_COUNT, s]
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def owes(s: int, g: np.ndarray, sv: np.ndarray) -> bool:
     # The count first: it stays in cache, and policies without regions never owe.
     return g[N_DUE] != 0 and (sv[FWD_DUE, s] != 0 or sv[REV_DUE, s] != 0)
 
 
-@njit(cache=True)
+@njit
 def settle_scored(forward, reverse, s, g, sv, stor, flat, bits, stack) -> None:
     """Settle the regions a policy reads in s's score (MSPS reads the reverse one only).
 
@@ -100,7 +100,7 @@ def settle_scored(forward, reverse, s, g, sv, stor, flat, bits, stack) -> None:
         settle(s, False, g, sv, stor, flat, bits, stack)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _outscored(
     policy, scores, params, rank, s, best, budget, request, g, sv, stor, flat, bits, stack
 ):
@@ -113,7 +113,7 @@ def _outscored(
     return False
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def scan(
     policy, params, rank, scores, n_locked, request, budget, g, sv, stor, flat, bits, scratch, uf
 ):

@@ -25,7 +25,7 @@ from simulator.kernel.state import (
 from simulator.layout import S_ROOT, S_SIZE
 
 
-@njit(cache=True)
+@njit
 def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
     """The storage the policy evicts. The set's generated `choose` gives each policy its own
     inlined scan (or its kernel-level rule), the policy id a constant there."""
@@ -36,7 +36,7 @@ def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
     )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _locked_count(alpha, floor, n, mem, budget) -> int:
     """⌈K·N⌉ for K = alpha · residual / budget + floor, in simrd's float arithmetic."""
     residual = max(budget - mem, 0)
@@ -44,7 +44,7 @@ def _locked_count(alpha, floor, n, mem, budget) -> int:
     return math.ceil((share + floor) * n)
 
 
-@njit(cache=True)
+@njit
 def _choose_uncentral(
     policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, scratch, uf
 ):
@@ -81,7 +81,7 @@ def _choose_uncentral(
     return best
 
 
-@njit(cache=True)
+@njit
 def _certify_locked(alpha, floor, n, budget, low, high, g) -> None:
     """Narrow the certified interval to the budgets whose locked count lies in [low, high]: they
     lock the same storages of the scan, so they make the same decision (a fallback included).
@@ -103,7 +103,7 @@ def _certify_locked(alpha, floor, n, budget, low, high, g) -> None:
         g[HI] = _last_alike(alpha, floor, n, mem, budget, hi, low, high)
 
 
-@njit(cache=True)
+@njit
 def _last_alike(alpha, floor, n, mem, inside, outside, low, high) -> int:
     """The budget nearest `outside` whose locked count, like that of `inside`, is in range."""
     while abs(outside - inside) > 1:
@@ -115,7 +115,7 @@ def _last_alike(alpha, floor, n, mem, inside, outside, low, high) -> int:
     return inside
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _before(a_cost, a_size, a_root, b_cost, b_size, b_root) -> bool:
     """TwoPhase's order: lower e*/staleness, then larger size, then older root tensor."""
     if a_cost != b_cost:
@@ -125,7 +125,7 @@ def _before(a_cost, a_size, a_root, b_cost, b_size, b_root) -> bool:
     return a_root < b_root
 
 
-@njit(cache=True)
+@njit
 def _choose_covering(
     policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, stack
 ) -> int:
@@ -168,7 +168,7 @@ def _choose_covering(
     )
 
 
-@njit(cache=True)
+@njit
 def _lowest_of_largest(
     policy, params, rank, scores, request, budget, g, sv, stor, flat, bits, stack
 ) -> int:
@@ -209,7 +209,7 @@ def _lowest_of_largest(
     return best
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _bigger(a: int, b: int, stor: np.ndarray) -> bool:
     if stor[S_SIZE, a] != stor[S_SIZE, b]:
         return stor[S_SIZE, a] > stor[S_SIZE, b]

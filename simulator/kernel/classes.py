@@ -9,7 +9,7 @@ from simulator.kernel.state import COMPUTE, MATERIAL, N_FWD, N_NODES, N_REV, NOD
 from simulator.layout import S_FWD, S_REV
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def find(parent: np.ndarray, node: int) -> int:
     root = node
     while parent[root] != root:
@@ -19,7 +19,7 @@ def find(parent: np.ndarray, node: int) -> int:
     return root
 
 
-@njit(cache=True)
+@njit
 def evicted_neighbours(s: int, sv: np.ndarray, stor: np.ndarray, flat, out: np.ndarray) -> int:
     """Storages adjacent to s through a parent or child tensor that are not material."""
     n = 0
@@ -31,7 +31,7 @@ def evicted_neighbours(s: int, sv: np.ndarray, stor: np.ndarray, flat, out: np.n
     return n
 
 
-@njit(cache=True)
+@njit
 def class_compute(s, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
     """s's compute plus the value of each distinct class among its evicted neighbours."""
     n = evicted_neighbours(s, sv, stor, flat, scratch)
@@ -48,7 +48,7 @@ def class_compute(s, sv, stor, flat, scratch, uf_parent, uf_value) -> int:
     return total
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def new_class(s: int, value: int, g: np.ndarray, sv: np.ndarray, uf_parent, uf_value) -> int:
     node = g[N_NODES]
     g[N_NODES] += 1

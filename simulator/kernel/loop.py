@@ -58,6 +58,9 @@ from simulator.kernel.state import (
 from simulator.layout import OP_ARGS, OP_OUT, OP_TOTAL, S_SIZE, T_OP, T_STORAGE, Layout
 
 
+# Only the replay is cached: numba checks a cached function against its own file alone, so a
+# cached helper would be linked, stale, into a replay compiled after another module changed.
+# The replay's own key covers every module of the package (see scoring.ScoreSet).
 @njit(cache=True)
 def replay(
     L: Layout, st: State, work, uf, budget, rule, scores, remat_limit, regions, eqclass, start, end
@@ -119,7 +122,7 @@ def replay(
     return status, work, uf
 
 
-@njit(cache=True)
+@njit
 def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, work, uf):
     """simrd's _materialize as an explicit stack machine (no recursion limit).
 
@@ -216,7 +219,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
     return RUNNING, (frames, snap, log, ev), uf
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _grown(a: np.ndarray, need: int) -> np.ndarray:
     if need <= len(a):
         return a
@@ -225,7 +228,7 @@ def _grown(a: np.ndarray, need: int) -> np.ndarray:
     return b
 
 
-@njit(cache=True)
+@njit
 def _sample_pinned(g: np.ndarray) -> None:
     pinned = g[MEM] - g[POOL_BYTES]
     if pinned > g[PEAK_PINNED]:
@@ -233,7 +236,7 @@ def _sample_pinned(g: np.ndarray) -> None:
         g[PEAK_PINNED_DEPTH] = g[DEPTH]
 
 
-@njit(cache=True)
+@njit
 def _fail(g: np.ndarray, op: int, request: int, over: int) -> None:
     g[FAIL_OP] = op
     g[FAIL_REQ] = request
@@ -242,7 +245,7 @@ def _fail(g: np.ndarray, op: int, request: int, over: int) -> None:
     g[FAIL_OVER] = over
 
 
-@njit(cache=True)
+@njit
 def _fits(g: np.ndarray, request: int, budget: int) -> bool:
     """simrd's `memory + request > budget` test, narrowing the certified budget interval."""
     need = g[MEM] + request
@@ -253,7 +256,7 @@ def _fits(g: np.ndarray, request: int, budget: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit
 def _enter(g: np.ndarray, frames: np.ndarray, top: int, t: int, remat: bool) -> int:
     frames[top, 0], frames[top, 1], frames[top, 2] = t, remat, 0
     if remat:
@@ -262,13 +265,13 @@ def _enter(g: np.ndarray, frames: np.ndarray, top: int, t: int, remat: bool) -> 
     return top + 1
 
 
-@njit(cache=True)
+@njit
 def _evictable(s: int, sv: np.ndarray) -> bool:
     """The policy contract: a victim is material, unlocked and in the evictable pool."""
     return s >= 0 and sv[IN_POOL, s] and sv[MATERIAL, s] and sv[REF_INT, s] == 0
 
 
-@njit(cache=True)
+@njit
 def _room_for_class(uf, g: np.ndarray, eqclass: bool, more: int):
     """Classes take one union-find node per new storage and per eviction; grow on demand."""
     if not eqclass:
@@ -292,7 +295,7 @@ def _borrow(typingctx, a):
     return a(a), codegen
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _views(L: Layout, st: State, rule, scores):
     """The layout, state and rule (with the score set) of a replay, every array a `_borrow`
     view."""

@@ -52,7 +52,7 @@ from simulator.layout import (
 )
 
 
-@njit(cache=True)
+@njit
 def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_parent, uf_value):
     """simrd's RuntimeV2Optimized._evict: free s, grow the regions and classes around it."""
     if regions:
@@ -85,7 +85,7 @@ def evict(s, regions, eqclass, g, sv, stor, flat, defined, bits, scratch, uf_par
                 uf_value[node] += uf_value[other]
 
 
-@njit(cache=True)
+@njit
 def compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scratch, uf):
     """Run t's operator: simrd's RuntimeV2Optimized._compute."""
     op = tens[T_OP, t]
@@ -133,7 +133,7 @@ def compute(t, remat, regions, g, sv, ops, tens, stor, flat, defined, bits, scra
             sv[NODE, fresh[i]] = -1
 
 
-@njit(cache=True)
+@njit
 def create_outputs(op, regions, eqclass, g, sv, ops, tens, flat, bits, uf) -> None:
     """Register op's outputs on their storages and as neighbours of its arguments' storages.
 
@@ -168,7 +168,7 @@ def create_outputs(op, regions, eqclass, g, sv, ops, tens, flat, bits, uf) -> No
         sv[N_REV, flat[j]] += 1  # an output's storage: touched above unless new
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _touch(s: int, forward_only: bool, g: np.ndarray, sv: np.ndarray) -> None:
     """s gains an edge or compute: its regions are no longer known exact, nor, while s is
     not material, any region holding it (see is_exact). A forward edge leaves s's reverse region
@@ -181,7 +181,7 @@ def _touch(s: int, forward_only: bool, g: np.ndarray, sv: np.ndarray) -> None:
         g[EXACT] += 1
 
 
-@njit(cache=True)
+@njit
 def _unstamp_holders(s: int, sv: np.ndarray, bits: np.ndarray) -> None:
     """s, not material, gains a forward edge to a new storage: the forward regions holding s
     lose their stamps, a rebuild would take in the new storage too. No other region's rebuild

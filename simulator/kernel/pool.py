@@ -9,7 +9,7 @@ from simulator.kernel.state import IN_POOL, NEXT, POOL_BYTES, POOL_HEAD, POOL_TA
 from simulator.layout import S_SIZE
 
 
-@njit(cache=True)
+@njit
 def pool_add(g: np.ndarray, sv: np.ndarray, s: int, size: int) -> None:
     if sv[IN_POOL, s]:
         return
@@ -24,7 +24,7 @@ def pool_add(g: np.ndarray, sv: np.ndarray, s: int, size: int) -> None:
     g[POOL_BYTES] += size
 
 
-@njit(cache=True)
+@njit
 def pool_remove(g: np.ndarray, sv: np.ndarray, s: int, size: int) -> None:
     if not sv[IN_POOL, s]:
         return
@@ -41,14 +41,14 @@ def pool_remove(g: np.ndarray, sv: np.ndarray, s: int, size: int) -> None:
     g[POOL_BYTES] -= size
 
 
-@njit(cache=True)
+@njit
 def lock(g: np.ndarray, sv: np.ndarray, stor: np.ndarray, s: int) -> None:
     if sv[REF_INT, s] == 0:
         pool_remove(g, sv, s, stor[S_SIZE, s])
     sv[REF_INT, s] += 1
 
 
-@njit(cache=True)
+@njit
 def unlock(g: np.ndarray, sv: np.ndarray, stor: np.ndarray, s: int) -> None:
     sv[REF_INT, s] -= 1
     if sv[REF_INT, s] == 0:

@@ -44,7 +44,7 @@ from simulator.kernel.state import (
 from simulator.layout import S_SIZE
 
 
-@njit(cache=True)
+@njit
 def emit(ev, g, kind, op, a, b, c, d, e, f, x):
     """Append one event row (values exact: every integer here is below 2**53), stamped with
     the step (the operator the schedule is running); returns ev, reallocated when full."""
@@ -60,7 +60,7 @@ def emit(ev, g, kind, op, a, b, c, d, e, f, x):
     return ev
 
 
-@njit(cache=True)
+@njit
 def note_fail(ev, g, status):
     if not g[EV_ON]:
         return ev
@@ -79,7 +79,7 @@ def note_fail(ev, g, status):
     )
 
 
-@njit(cache=True)
+@njit
 def note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf):
     """A decision's event (the chosen storage's score components, then the shortfall) and,
     when the step and the decision are inside the window and the decision is not omitted,
@@ -126,7 +126,7 @@ def note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits
     return ev
 
 
-@njit(cache=True)
+@njit
 def _note_best(
     ev, rule, request, budget, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
 ):
@@ -211,13 +211,13 @@ def _note_best(
     return emit(ev, g, EV_RANKING, op, decision, end, place, 0, 0, 0, 0)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _ranks_before(scores, i, j) -> bool:
     """Whether candidate i ranks before candidate j: a lower score, or an equal one later."""
     return scores[i] < scores[j] or (scores[i] == scores[j] and i > j)
 
 
-@njit(cache=True)
+@njit
 def _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf):
     """Replace candidate i's bound by its score; `known` = (costs, exact, rule, request, budget)."""
     costs, exact, rule, request, budget = known
@@ -228,7 +228,7 @@ def _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf):
         exact[i] = True
 
 
-@njit(cache=True)
+@njit
 def _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, uf) -> float:
     """s's score once its owed regions are settled."""
     policy, params, rank, scores = rule
@@ -242,7 +242,7 @@ def _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, u
     )
 
 
-@njit(cache=True)
+@njit
 def _note_candidate(
     ev, rule, request, budget, op, decision, s, g, sv, stor, flat, bits, scratch, uf
 ):

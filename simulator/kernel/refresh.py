@@ -30,7 +30,7 @@ from simulator.kernel.state import (
 from simulator.layout import S_FWD, S_REV
 
 
-@njit(cache=True)
+@njit
 def rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, stack) -> None:
     """Rebuild the regions of new material storages; the regions that held them shrink to
     their rebuild (`_shrink`) or owe it (`owe`). Pinned storages' regions are never read (a
@@ -68,7 +68,7 @@ def rebuild_around(fresh, n_fresh, g, sv, stor, flat, bits, stack) -> None:
                 word &= word - U1
 
 
-@njit(cache=True)
+@njit
 def _ahead(s, g, sv, stor, flat, bits, out) -> bool:
     """Put into `out` the storages on just-computed s's forward frontier (its rebuild's) whose
     reverse regions are read (not pinned, not owed), from those regions instead: s is in one's
@@ -120,7 +120,7 @@ def _ahead(s, g, sv, stor, flat, bits, out) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit
 def _shrink(base, forward, fresh, n_fresh, g, sv, stor, flat, bits) -> bool:
     """Give base's exact region the value its rebuild would find now that `fresh` are
     material, when each fresh storage of its interior has an empty region in that direction
@@ -154,7 +154,7 @@ def _shrink(base, forward, fresh, n_fresh, g, sv, stor, flat, bits) -> bool:
     return True
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _support(x, base, forward, sv, stor, flat, bits) -> None:
     """Put material x on base's frontier iff base or a storage of its interior leads to x."""
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)

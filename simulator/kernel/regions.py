@@ -34,7 +34,7 @@ from simulator.kernel.state import (
 from simulator.layout import S_FWD, S_REV
 
 
-@njit(cache=True)
+@njit
 def rebuild(base, forward, g, sv, stor, flat, bits, stack) -> None:
     """Recompute base's region from scratch: evicted storages reachable until material ones."""
     interior, frontier = (FWD_INT, FWD_FR) if forward else (REV_INT, REV_FR)
@@ -66,7 +66,7 @@ def rebuild(base, forward, g, sv, stor, flat, bits, stack) -> None:
         sv[FWD_LAG, base] = 0
 
 
-@njit(cache=True)
+@njit
 def absorb(p: int, s: int, forward: bool, g: np.ndarray, sv: np.ndarray, bits: np.ndarray) -> None:
     """p's region takes in just-evicted s (on its frontier) together with s's own region.
 
@@ -94,7 +94,7 @@ def absorb(p: int, s: int, forward: bool, g: np.ndarray, sv: np.ndarray, bits: n
         sv[exact, p] = 0  # (a rebuild never puts p on its own frontier, a cycle through s can)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def owe(base, forward, g, sv) -> None:
     """Mark base's region as owing the rebuild simrd does here; `settle` runs it later.
 
@@ -116,7 +116,7 @@ def owe(base, forward, g, sv) -> None:
             g[N_LISTED] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def lags(p, op, g, sv) -> bool:
     """Whether material p's forward region, gaining edges to op's outputs, can lag behind them
     instead of losing its stamp: op's outputs are new storages (none of its tensors on an
@@ -138,7 +138,7 @@ def lags(p, op, g, sv) -> bool:
     )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def is_exact(base, forward, g, sv) -> bool:
     """Whether base's region is known to equal its rebuild from scratch.
 
@@ -161,7 +161,7 @@ def is_exact(base, forward, g, sv) -> bool:
     )
 
 
-@njit(cache=True)
+@njit
 def unstamp_missed(base, forward, g, sv, stor, flat, bits, stack) -> None:
     """base is about to be evicted: if its region is not known exact, compare it with its
     rebuild. If it drifted, simrd keeps and absorbs the drifted value, so base's stamp stays
@@ -195,7 +195,7 @@ def unstamp_missed(base, forward, g, sv, stor, flat, bits, stack) -> None:
     sv[FWD_EXACT if forward else REV_EXACT, base] = 0
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def settle(base, forward, g, sv, stor, flat, bits, stack) -> None:
     """Rebuild base's region if a rebuild is owed (see owe)."""
     due = FWD_DUE if forward else REV_DUE
@@ -205,7 +205,7 @@ def settle(base, forward, g, sv, stor, flat, bits, stack) -> None:
         rebuild(base, forward, g, sv, stor, flat, bits, stack)
 
 
-@njit(cache=True)
+@njit
 def _settle_listed(bases, forward, g, sv, stor, flat, bits, stack) -> None:
     for w in range(len(bases)):
         word = bases[w]
@@ -214,7 +214,7 @@ def _settle_listed(bases, forward, g, sv, stor, flat, bits, stack) -> None:
             word &= word - U1
 
 
-@njit(cache=True)
+@njit
 def settle_all(g, sv, stor, flat, bits, stack) -> None:
     """Settle every owed region: the graph or the compute values are about to change.
 
@@ -229,7 +229,7 @@ def settle_all(g, sv, stor, flat, bits, stack) -> None:
     g[N_LISTED] = 0
 
 
-@njit(cache=True)
+@njit
 def settle_bordering(s, g, sv, stor, flat, bits, stack) -> None:
     """Settle s's regions and the regions bordering s: its eviction is about to change them.
 
