@@ -312,15 +312,14 @@ def generate(members: tuple[Compiled, ...]) -> str:
         + '."""',
         "import math",
         "from numba import njit",
-        "from simulator.kernel.candidates import scan",
-        "from simulator.kernel.choice import _choose_covering, _choose_uncentral",
         "from simulator.exactdiv import checked_multiply as _multiply",
         "from simulator.exactdiv import true_divide as _divide",
         "from simulator.exactdiv import true_divide_product as _divide_product",
         "from simulator.kernel.state import COMPUTE, EVICTED, LAST, MEM",
         "from simulator.layout import S_SIZE",
     ]
-    parts = ["\n".join(head)]
+    rules = tuple(m.rule for m in members)
+    parts = ["\n".join(head), f"RULES = {rules!r}  # how each policy chooses (see kernel.choice)"]
     for i, member in enumerate(members):
         parts.append(_function(i, member.analysis))
     parts.append(_dispatch(members))
@@ -341,25 +340,13 @@ def _function(i: int, a: Analysis) -> str:
     )
 
 
-_CHOOSE = "params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf"
-_RULES = {
-    SCAN: "scan({i}, params, rank, scores, 0, request, budget, g, sv, stor, flat, bits, "
-    "scratch, uf)[0]",
-    COVERING: "_choose_covering({i}, params, rank, scores, request, budget, g, sv, stor, "
-    "flat, bits, scratch)",
-    UNCENTRAL: "_choose_uncentral({i}, params, rank, scores, request, budget, g, sv, "
-    "stor, flat, bits, scratch, uf)",
-}
-
-
 def _dispatch(members: tuple[Compiled, ...]) -> str:
-    """`score`, `flags` and `choose` by policy id, and `flags_<id>`. Kernel code given a
+    """`score` and `flags` by policy id, and `flags_<id>`. Kernel code given a
     constant id inlines `score_<id>` and `flags_<id>` (see _delegated); given an id known only
     at run time (explanations' events, the kernel-level rules) it calls `called_<id>`, each
     compiled once, so that no call site inlines every policy's score."""
     score = [f"def score(policy, {_SIGNATURE}):"]
     flags = ["def flags(policy):"]
-    choose = [f"def choose(policy, scores, {_CHOOSE}):"]
     constants = []
     for i, m in enumerate(members):
         reads = m.analysis.reads
@@ -374,10 +361,9 @@ def _dispatch(members: tuple[Compiled, ...]) -> str:
         test = f"    {'if' if i == 0 else 'elif'} policy == {i}:"
         score += [test, f"        return called_{i}({_SIGNATURE})"]
         flags += [test, f"        return {values!r}"]
-        choose += [test, "        return " + _RULES[m.rule].format(i=i)]
         constants.append(f"@njit(inline='always')\ndef flags_{i}():\n    return {values!r}")
     functions = constants
-    for lines in (score, flags, choose):
+    for lines in (score, flags):
         lines += ["    raise ValueError('unknown policy id')"]
         functions.append("@njit(inline='always')\n" + "\n".join(lines))
     return "\n\n\n".join(functions)
@@ -507,10 +493,4 @@ flags = _delegated(
     "",
     "policy",
     "(rule, reads forward, reads reverse, reads classes, monotone, reads the budget)",
-)
-choose = _delegated(
-    "choose",
-    _CHOOSE,
-    f"policy, scores, {_CHOOSE}",
-    "The storage policy id `policy` evicts (see generate).",
 )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from simulator import scoring
 from simulator.kernel.candidates import owes, scan, score, settle_scored
@@ -23,17 +25,55 @@ from simulator.kernel.state import (
     POOL_HEAD,
 )
 from simulator.layout import S_ROOT, S_SIZE
+from simulator.scoring import COVERING, SCAN, UNCENTRAL
 
 
 @njit
 def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
-    """The storage the policy evicts. The set's generated `choose` gives each policy its own
-    inlined scan (or its kernel-level rule), the policy id a constant there."""
+    """The storage the policy evicts, by its rule: the scan, or a kernel-level rule."""
     policy, params, rank, scores = rule
     g[LOCKED] = 0
-    return scoring.choose(
+    return _by_policy(
         scores, policy, params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf
     )
+
+
+def _by_policy(scores, policy, params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf):
+    """The choice of the policy with id `policy` in the set `scores` (see _dispatch)."""
+
+
+@overload(_by_policy)
+def _by_policy_typed(
+    scores, policy, params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf
+):
+    return _dispatch(scoring.load(scores.path).RULES)
+
+
+_ARGUMENTS = "scores, policy, params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf"
+_CALLS = {
+    SCAN: "scan({i}, params, rank, scores, 0, request, budget, g, sv, stor, flat, bits, scratch, "
+    "uf)[0]",
+    COVERING: "_choose_covering({i}, params, rank, scores, request, budget, g, sv, stor, flat, "
+    "bits, scratch)",
+    UNCENTRAL: "_choose_uncentral({i}, params, rank, scores, request, budget, g, sv, stor, "
+    "flat, bits, scratch, uf)",
+}
+
+
+@functools.cache
+def _dispatch(rules: tuple[int, ...]):
+    """`_by_policy` for a set whose policy i chooses by rules[i]: one branch per policy, calling
+    its rule with the id a constant, so that each scan inlines its own policy's score and
+    flags (see scoring.score) and no call site inlines every policy's."""
+    lines = [f"def by_policy({_ARGUMENTS}):"]
+    for i, rule in enumerate(rules):
+        lines += [f"    {'if' if i == 0 else 'elif'} policy == {i}:"]
+        lines += [f"        return {_CALLS[rule].format(i=i)}"]
+    lines += ["    raise ValueError('unknown policy id')"]
+    namespace = {"scan": scan, "_choose_covering": _choose_covering}
+    namespace["_choose_uncentral"] = _choose_uncentral
+    exec("\n".join(lines), namespace)
+    return namespace["by_policy"]
 
 
 @njit(inline="always")
