@@ -4,7 +4,7 @@ A policy's score is a Python function of one candidate `c` (its features read as
 `c.estar`, ...) and the policy's parameters. `analyse` checks it and lists what it reads;
 `generate` writes it as kernel code: features become reads of the kernel's arrays, `/` and
 `*` keep Python's integer semantics (`exactdiv`). A `ScoreSet` is the generated module of a
-tuple of policies, passed to the kernel beside the replay's rule: its numba type is keyed by
+tuple of policies, passed to the kernel beside the replay's setting: its numba type is keyed by
 the sha256 of the generated source, of the code generating it and of the kernel's, so numba
 compiles one specialised replay per set, caches it on disk under that key, and a fresh process
 with the same set and kernel loads it instead of compiling.

@@ -10,10 +10,12 @@ the few arrays they need, and `replay` hands them on as views without a referenc
 versions.
 
 Modules, each importing only the ones listed before it (and `simulator.layout`,
-`simulator.scoring`): `state` (the arrays and the vocabulary of their indices), `pool`,
-`bitsets`, `regions`, `refresh`, `classes`, `candidates` (scores and the scan), `choice`,
-`operations` (evict, compute), `recording` (events), `loop` (`replay`). Callers use `replay`,
-`new_state`, `new_work` and the vocabulary of `state`, all of it here.
+`simulator.scoring`): `state` (the arrays, the vocabulary of their indices, the `Setting` a
+replay runs under), `pool`, `bitsets`, `regions`, `refresh`, `classes`, `candidates` (scores
+and the scan), `choice` (the policy's rule), `operations` (evict, compute), `recording`
+(events), `loop` (`replay`, the only function cached on disk). A decision goes one way down:
+loop, choice, candidates, then the policy's generated score (`simulator.scoring`). Callers use
+`replay`, `Setting`, `new_state`, `new_work` and the vocabulary of `state`, all of it here.
 """
 
 from simulator.kernel import state

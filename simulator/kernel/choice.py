@@ -29,12 +29,23 @@ from simulator.scoring import COVERING, SCAN, UNCENTRAL
 
 
 @njit
-def choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf) -> int:
+def choose(setting, scores, request, g, sv, stor, flat, bits, scratch, uf) -> int:
     """The storage the policy evicts, by its rule: the scan, or a kernel-level rule."""
-    policy, params, rank, scores = rule
     g[LOCKED] = 0
     return _by_policy(
-        scores, policy, params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf
+        scores,
+        setting.policy,
+        setting.params,
+        setting.ranks,
+        request,
+        setting.budget,
+        g,
+        sv,
+        stor,
+        flat,
+        bits,
+        scratch,
+        uf,
     )
 
 

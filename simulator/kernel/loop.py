@@ -53,6 +53,7 @@ from simulator.kernel.state import (
     RUNNING,
     STEP,
     THRASHED,
+    Setting,
     State,
 )
 from simulator.layout import OP_ARGS, OP_OUT, OP_TOTAL, S_SIZE, T_OP, T_STORAGE, Layout
@@ -62,24 +63,23 @@ from simulator.layout import OP_ARGS, OP_OUT, OP_TOTAL, S_SIZE, T_OP, T_STORAGE,
 # cached helper would be linked, stale, into a replay compiled after another module changed.
 # The replay's own key covers every module of the package (see scoring.ScoreSet).
 @njit(cache=True)
-def replay(
-    L: Layout, st: State, work, uf, budget, rule, scores, remat_limit, regions, eqclass, start, end
-):
+def replay(L: Layout, st: State, work, uf, setting: Setting, scores, start, end):
     """Replay schedule commands `start`..`end - 1`; returns (status, work, uf), the last two
     possibly reallocated: RUNNING when every command ran, with counters in st.g.
 
     Between commands no rematerialization is in progress (frames and snap are empty), so
     (st, the eviction log, uf) after command i is the whole state a replay continues from.
-    `rule` = (policy id, float64 parameters in the policy's order, int64 rank of each storage:
-    centrality for TControlInspired, 0 = most central; below 0 = retained, never a candidate),
-    `scores` the compiled score set holding the policy id (scoring.ScoreSet; apart from
-    `rule`, which numba then types on its fast path at every call).
     Events are recorded when g[EV_ON] is set, with candidates at steps (the operators the
     schedule runs, rematerializations aside) g[EV_FIRST_STEP] to g[EV_LAST_STEP], of the
     decisions numbered g[EV_FIRST_DECISION] to g[EV_LAST_DECISION] among them, except those
     numbered g[EV_OMIT_FIRST] to g[EV_OMIT_LAST].
+
+    `scores`: the compiled score set holding the setting's policy (scoring.ScoreSet), apart
+    from `setting` so that numba types the setting on its fast path at every call (it cannot
+    fingerprint a score set: with one inside, it typed the setting in Python, 5x the call).
     """
-    L, st, rule = _views(L, st, rule, scores)
+    L, st, setting = _views(L, st, setting)
+    regions, eqclass = setting.regions, setting.eqclass
     ops, tens, stor, flat, cmds = L
     g, sv, defined, bits, scratch = st
     status = RUNNING
@@ -91,9 +91,7 @@ def replay(
             uf = _room_for_class(uf, g, eqclass, last - first)
             settle_all(g, sv, stor, flat, bits, scratch)
             create_outputs(arg, regions, eqclass, g, sv, ops, tens, flat, bits, uf)
-            status, work, uf = materialize(
-                L, st, first, False, budget, rule, remat_limit, regions, eqclass, work, uf
-            )
+            status, work, uf = materialize(L, st, setting, scores, first, False, work, uf)
             for t in range(first, last):
                 sv[LAST, tens[T_STORAGE, t]] = g[CLOCK]
         elif kind == GET_CMD:
@@ -101,9 +99,7 @@ def replay(
         elif kind == PIN_CMD:
             s = tens[T_STORAGE, arg]
             if not defined[arg]:
-                status, work, uf = materialize(
-                    L, st, arg, True, budget, rule, remat_limit, regions, eqclass, work, uf
-                )
+                status, work, uf = materialize(L, st, setting, scores, arg, True, work, uf)
             if status == RUNNING and not sv[PINNED, s]:
                 lock(g, sv, stor, s)
                 sv[PINNED, s] = 1
@@ -123,7 +119,7 @@ def replay(
 
 
 @njit
-def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, work, uf):
+def materialize(L, st, setting, scores, t0, remat0, work, uf):
     """simrd's _materialize as an explicit stack machine (no recursion limit).
 
     `work` = (frames, snap, log, events). Frame columns: tensor, remat flag, phase, first and
@@ -133,6 +129,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
     ops, tens, stor, flat = L.ops, L.tens, L.stor, L.flat
     g, sv, defined, bits, scratch = st
     frames, snap, log, ev = work
+    budget, regions, eqclass = setting.budget, setting.regions, setting.eqclass
     top = _enter(g, frames, 0, t0, remat0)
     if remat0 and g[EV_ON]:
         ev = emit(ev, g, EV_REMAT, tens[T_OP, t0], t0, tens[T_STORAGE, t0], g[DEPTH], 0, 0, 0, 0)
@@ -184,7 +181,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                 # An empty pool, or one holding only retained storages: nothing to evict.
                 victim = -1
                 if g[POOL_HEAD] >= 0:
-                    victim = choose(rule, request, budget, g, sv, stor, flat, bits, scratch, uf)
+                    victim = choose(setting, scores, request, g, sv, stor, flat, bits, scratch, uf)
                 if victim < 0:
                     _fail(g, op, request, g[MEM] + request - budget)
                     return OOM, (frames, snap, log, note_fail(ev, g, OOM)), uf
@@ -192,7 +189,19 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                     return INVALID_CHOICE, (frames, snap, log, ev), uf
                 if g[EV_ON]:
                     ev = note_decision(
-                        ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf
+                        ev,
+                        setting,
+                        scores,
+                        op,
+                        request,
+                        victim,
+                        g,
+                        sv,
+                        stor,
+                        flat,
+                        bits,
+                        scratch,
+                        uf,
                     )
                 log = _grown(log, g[N_EVICTED] + 1)
                 log[g[N_EVICTED]] = victim
@@ -209,7 +218,7 @@ def materialize(L, st, t0, remat0, budget, rule, remat_limit, regions, eqclass, 
                 unlock(g, sv, stor, tens[T_STORAGE, flat[j]])
             if remat and g[EV_ON]:
                 ev = emit(ev, g, EV_REBUILT, op, t, tens[T_STORAGE, t], g[DEPTH], 0, 0, 0, 0)
-            if g[REMAT_C] > remat_limit:
+            if g[REMAT_C] > setting.remat_limit:
                 _fail(g, op, request, g[MEM] - budget)
                 return THRASHED, (frames, snap, log, note_fail(ev, g, THRASHED)), uf
             top -= 1
@@ -296,12 +305,19 @@ def _borrow(typingctx, a):
 
 
 @njit(inline="always")
-def _views(L: Layout, st: State, rule, scores):
-    """The layout, state and rule (with the score set) of a replay, every array a `_borrow`
-    view."""
-    b = _borrow
+def _views(L: Layout, st: State, setting: Setting):
+    """The layout, state and setting of a replay, every array a `_borrow` view."""
+    b, s = _borrow, setting
     return (
         Layout(b(L.ops), b(L.tens), b(L.stor), b(L.flat), b(L.cmds)),
         State(b(st.g), b(st.sv), b(st.defined), b(st.bits), b(st.scratch)),
-        (rule[0], b(rule[1]), b(rule[2]), scores),
+        Setting(
+            s.budget,
+            s.remat_limit,
+            s.policy,
+            b(s.params),
+            b(s.ranks),
+            s.regions,
+            s.eqclass,
+        ),
     )

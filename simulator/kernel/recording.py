@@ -80,12 +80,12 @@ def note_fail(ev, g, status):
 
 
 @njit
-def note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits, scratch, uf):
+def note_decision(ev, setting, scores, op, request, victim, g, sv, stor, flat, bits, scratch, uf):
     """A decision's event (the chosen storage's score components, then the shortfall) and,
     when the step and the decision are inside the window and the decision is not omitted,
     before it every pool storage's components in pool order (then whether the policy could
     choose it), or the best g[EV_TOP] of them (`_note_best`)."""
-    policy, params, rank, scores = rule
+    budget, rank = setting.budget, setting.ranks
     decision = g[N_EVICTED]
     listed = (
         g[EV_FIRST_STEP] <= g[STEP] <= g[EV_LAST_STEP]
@@ -96,9 +96,9 @@ def note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits
         if g[EV_TOP] >= 0:
             ev = _note_best(
                 ev,
-                rule,
+                setting,
+                scores,
                 request,
-                budget,
                 op,
                 decision,
                 victim,
@@ -114,12 +114,25 @@ def note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits
             s = g[POOL_HEAD]
             while s >= 0:
                 ev = _note_candidate(
-                    ev, rule, request, budget, op, decision, s, g, sv, stor, flat, bits, scratch, uf
+                    ev,
+                    setting,
+                    scores,
+                    request,
+                    op,
+                    decision,
+                    s,
+                    g,
+                    sv,
+                    stor,
+                    flat,
+                    bits,
+                    scratch,
+                    uf,
                 )
                 ev[g[EV_N] - 1, 9] = rank[s] >= g[LOCKED]
                 s = sv[NEXT, s]
     ev = _note_candidate(
-        ev, rule, request, budget, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+        ev, setting, scores, request, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
     )
     ev[g[EV_N] - 1, 0] = EV_DECISION
     ev[g[EV_N] - 1, 9] = g[MEM] + request - budget
@@ -128,7 +141,7 @@ def note_decision(ev, rule, op, request, budget, victim, g, sv, stor, flat, bits
 
 @njit
 def _note_best(
-    ev, rule, request, budget, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
+    ev, setting, scores, request, op, decision, victim, g, sv, stor, flat, bits, scratch, uf
 ):
     """The g[EV_TOP] best candidates the scan evaluated, in pool order, then a ranking event:
     how many it evaluated and the chosen storage's rank among them (0 when not one of them).
@@ -138,7 +151,7 @@ def _note_best(
     tens of millions of candidates: a monotone policy's candidate's owed regions are settled
     only once its lower bound (`bound`) could put it among the best or before the chosen one.
     """
-    policy, params, rank, scores = rule
+    policy, params, rank, budget = setting.policy, setting.params, setting.ranks, setting.budget
     monotone = scoring.flags(scores, policy)[4]
     ids = scratch[sv.shape[1] + 1 :]  # past a rebuild's stack, as in `compute`
     m = 0
@@ -150,7 +163,7 @@ def _note_best(
         s = sv[NEXT, s]
     costs = np.empty(m)
     exact = np.zeros(m, np.bool_)
-    known = (costs, exact, rule, request, budget)
+    known = (costs, exact, setting, scores, request)
     for i in range(m):
         if monotone and owes(ids[i], g, sv):
             costs[i] = bound(
@@ -193,9 +206,9 @@ def _note_best(
         if kept[i]:
             ev = _note_candidate(
                 ev,
-                rule,
+                setting,
+                scores,
                 request,
-                budget,
                 op,
                 decision,
                 ids[i],
@@ -219,23 +232,24 @@ def _ranks_before(scores, i, j) -> bool:
 
 @njit
 def _make_exact(i, ids, known, g, sv, stor, flat, bits, scratch, uf):
-    """Replace candidate i's bound by its score; `known` = (costs, exact, rule, request, budget)."""
-    costs, exact, rule, request, budget = known
+    """Replace candidate i's bound by its score; `known` = (costs, exact, setting, scores,
+    request)."""
+    costs, exact, setting, scores, request = known
     if not exact[i]:
         costs[i] = _settled_score(
-            rule, request, budget, ids[i], g, sv, stor, flat, bits, scratch, uf
+            setting, scores, request, ids[i], g, sv, stor, flat, bits, scratch, uf
         )
         exact[i] = True
 
 
 @njit
-def _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, uf) -> float:
+def _settled_score(setting, scores, request, s, g, sv, stor, flat, bits, scratch, uf) -> float:
     """s's score once its owed regions are settled."""
-    policy, params, rank, scores = rule
+    policy, params, rank, budget = setting.policy, setting.params, setting.ranks, setting.budget
     settle(s, True, g, sv, stor, flat, bits, scratch)
     settle(s, False, g, sv, stor, flat, bits, scratch)
     class_value = 0
-    if scoring.flags(scores, policy)[3]:
+    if setting.eqclass:
         class_value = class_compute(s, sv, stor, flat, scratch, uf[0], uf[1])
     return score(
         policy, scores, s, g[CLOCK], class_value, params, rank, sv, stor, g, budget, request
@@ -244,9 +258,9 @@ def _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, u
 
 @njit
 def _note_candidate(
-    ev, rule, request, budget, op, decision, s, g, sv, stor, flat, bits, scratch, uf
+    ev, setting, scores, request, op, decision, s, g, sv, stor, flat, bits, scratch, uf
 ):
-    cost = _settled_score(rule, request, budget, s, g, sv, stor, flat, bits, scratch, uf)
+    cost = _settled_score(setting, scores, request, s, g, sv, stor, flat, bits, scratch, uf)
     e_star = sv[COMPUTE, s] + sv[FWD_C, s] + sv[REV_C, s]
     staleness = g[CLOCK] - sv[LAST, s]
     size, count = stor[S_SIZE, s], nbhd(s, sv)

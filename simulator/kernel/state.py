@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,6 +49,23 @@ EV_COLS = 11  # kind, eight values, a kind's extra value, the step (see simulato
 State = namedtuple("State", ["g", "sv", "defined", "bits", "scratch"])
 
 
+class Setting(NamedTuple):
+    """What one call of `replay` runs under, its policy resolved once by the caller: the
+    budget, the rematerialization compute above which the run is thrashed, the policy's id in
+    its compiled score set (which travels beside, see loop.replay), its float64 parameters in
+    its order, each storage's int64 rank (centrality for TControlInspired, 0 = most central,
+    else 0; below 0: retained, never a candidate), and whether the policy reads regions and
+    equivalence classes (then the replay maintains them)."""
+
+    budget: int
+    remat_limit: float
+    policy: int
+    params: np.ndarray
+    ranks: np.ndarray
+    regions: bool
+    eqclass: bool
+
+
 def new_state(layout: Layout, regions: bool) -> State:
     """Fresh state for one replay; region bitsets only when the policy reads regions."""
     n_s, n_t = layout.stor.shape[1] - 1, layout.tens.shape[1]
@@ -82,4 +100,9 @@ def new_work(L: Layout, st: State, eqclass: bool):
 
 
 # What the package exports of this module: the vocabulary, the state and how to make one.
-__all__ = [name for name in dict(globals()) if name.isupper()] + ["State", "new_state", "new_work"]
+__all__ = [name for name in dict(globals()) if name.isupper()] + [
+    "Setting",
+    "State",
+    "new_state",
+    "new_work",
+]

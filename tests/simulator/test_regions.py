@@ -19,7 +19,7 @@ import functools
 import numpy as np
 import pytest
 
-from simulator import kernel, peak_memory
+from simulator import Options, kernel, peak_memory
 from simulator.api import _Setup
 from simulator.layout import OP_OUT, T_STORAGE
 from simulator.trace import Trace
@@ -97,7 +97,7 @@ def _checked(state: kernel.State, layout, running: int) -> np.ndarray:
 
 def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> np.ndarray:
     """Replay command by command, checking the state after each (see _checked)."""
-    setup = _Setup.of(trace, policy, None, None, None, ())
+    setup = _Setup.of(trace, Options(policy))
     _, state, work, uf = setup.start()
     counts = np.zeros(3, int)
     for i in range(setup.commands):
@@ -113,7 +113,7 @@ def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> np.ndarr
 def _failed_checked(trace: Trace, policy: str, budgets) -> np.ndarray:
     """Replay at each budget; where the replay runs out of memory for an operator's outputs,
     in the middle of the operator, check the state it stops in."""
-    setup = _Setup.of(trace, policy, None, None, None, ())
+    setup = _Setup.of(trace, Options(policy))
     counts = np.zeros(3, int)
     for budget in budgets:
         _, state, work, uf = setup.start()
