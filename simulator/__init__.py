@@ -1,6 +1,7 @@
 """A pure-function replay of DTR training traces that makes exactly simrd's eviction decisions."""
 
 from simulator.api import (
+    Options,
     Recording,
     Replayer,
     budget_for,
@@ -19,6 +20,7 @@ __all__ = [
     "POLICIES",
     "Failure",
     "Events",
+    "Options",
     "Param",
     "Policy",
     "PolicyError",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 import numba
 import numpy as np
@@ -20,7 +21,7 @@ from simulator.events import Events
 from simulator.layout import S_ROOT, Layout, build_layout
 from simulator.policies import Policy, get_policy, score_set
 from simulator.result import OK, OOM, THRASHED, Failure, Result
-from simulator.scoring import UNCENTRAL
+from simulator.scoring import UNCENTRAL, ScoreSet
 from simulator.trace import Trace
 
 _UNBOUNDED = int(kernel.NO_LIMIT)
@@ -32,50 +33,66 @@ def _layout(trace: Trace) -> Layout:
     return build_layout(trace)
 
 
+@dataclass(frozen=True, eq=False)
+class Options:
+    """How a replay runs, besides its trace and budget. Every entry point takes one, or its
+    policy with the other fields by keyword: `simulate(trace, budget, "dtr", overhead_cap=2)`.
+
+    `policy`: a built-in's name (or simrd's class name), `file.py:name`, or a Policy. `params`:
+    the policy's parameters by name (the others take their defaults). `overhead_cap` stops a
+    run as `thrashed` once rematerialization compute exceeds model_compute × (cap − 1), checked
+    where simrd checks `remat_limit`. `centrality`: the storages' betweenness for policies that
+    read it, when already computed (else computed). `retain`: storages (by root tensor name)
+    never offered to the policy as eviction candidates, an intervention; with none retained
+    the replay is simrd's.
+    """
+
+    policy: str | Policy = "dtr"
+    params: Mapping[str, float] | None = None
+    overhead_cap: float | None = None
+    centrality: np.ndarray | None = None
+    retain: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        cap = self.overhead_cap
+        if cap is not None and not (_is_number(cap) and cap >= 1):
+            raise UserError("overhead cap", "a number >= 1", repr(cap))
+        object.__setattr__(self, "retain", tuple(self.retain))
+
+    @classmethod
+    def of(cls, given: Options | str | Policy, fields: dict[str, Any]) -> Options:
+        """`given` with `fields` replaced, or the options running policy `given` with `fields`."""
+        if isinstance(given, Options):
+            return replace(given, **fields) if fields else given
+        return cls(given, **fields)
+
+
 def simulate(
-    trace: Trace,
-    budget: int,
-    policy: str = "dtr",
-    params: dict[str, float] | None = None,
-    overhead_cap: float | None = None,
-    centrality: np.ndarray | None = None,
-    retain: Iterable[str] = (),
+    trace: Trace, budget: int, options: Options | str | Policy = "dtr", **fields: Any
 ) -> Result:
     """Replay `trace` under `budget` bytes with an eviction policy, as simrd's eager runtime would.
 
-    `overhead_cap` stops a run as `thrashed` once rematerialization compute exceeds
-    model_compute × (cap − 1), checked where simrd checks `remat_limit`. `centrality`: the
-    storages' betweenness for policies that read it, when already computed (else computed).
-    `retain`: storages (by root tensor name) never offered to the policy as eviction
-    candidates, an intervention; with none retained the replay is simrd's.
+    `options`: an Options, or its policy with the other fields of Options by keyword.
     """
-    options = (policy, params, overhead_cap, centrality, retain)
-    return _replay(trace, budget, *options, record=False, window=(0, -1), top=-1)[0]
+    budget, options = _budget(budget), Options.of(options, fields)
+    return _replay(trace, budget, options, record=False, window=(0, -1), top=-1)[0]
 
 
-def prepare(
-    trace: Trace,
-    policy: str = "dtr",
-    params: dict[str, float] | None = None,
-    overhead_cap: float | None = None,
-    centrality: np.ndarray | None = None,
-) -> None:
+def prepare(trace: Trace, options: Options | str | Policy = "dtr", **fields: Any) -> None:
     """Make `simulate` ready for this trace and policy without replaying anything: the
     trace's layout is built and the kernel loaded from its cache (or compiled) for the
     argument types the replay will pass."""
-    _Setup.of(trace, policy, params, overhead_cap, centrality, ()).prepare()
+    _Setup.of(trace, Options.of(options, fields)).prepare()
 
 
 def simulate_events(
     trace: Trace,
     budget: int,
-    policy: str = "dtr",
-    params: dict[str, float] | None = None,
-    overhead_cap: float | None = None,
-    centrality: np.ndarray | None = None,
-    retain: Iterable[str] = (),
+    options: Options | str | Policy = "dtr",
+    *,
     candidates: tuple[int, int] | None = None,
     top: int | None = None,
+    **fields: Any,
 ) -> tuple[Result, Events]:
     """`simulate`, and the replay's events; decisions at steps `candidates[0]` to
     `candidates[1]` (schedule indices of the operators run, inclusive) list every candidate
@@ -85,35 +102,42 @@ def simulate_events(
     if candidates is not None:
         window = tuple(_whole(step, "step window", "a step index") for step in candidates)
     top = -1 if top is None else _whole(top, "top", "a number of candidates")
-    options = (policy, params, overhead_cap, centrality, retain)
-    return _replay(trace, budget, *options, record=True, window=window, top=top)
+    budget, options = _budget(budget), Options.of(options, fields)
+    return _replay(trace, budget, options, record=True, window=window, top=top)
 
 
 @dataclass(frozen=True)
 class _Setup:
-    """Everything a replay of one trace and policy needs but the budget."""
+    """Everything a replay of one trace and policy needs but the budget, resolved once."""
 
     trace: Trace
     layout: Layout
     policy: Policy
     params: tuple[tuple[str, float], ...]
     cap: float | None
-    rule: tuple  # (policy id, parameters, storages' ranks, compiled score set)
-    limit: float
+    setting: kernel.Setting  # what the kernel runs under, its budget set by `run`
+    scores: ScoreSet  # the compiled score set holding the policy
 
     @classmethod
-    def of(cls, trace, policy, params, cap, centrality, retain) -> _Setup:
-        if cap is not None and not (_is_number(cap) and cap >= 1):
-            raise UserError("overhead cap", "a number >= 1", repr(cap))
-        chosen = get_policy(policy)
-        resolved = chosen.resolve(params)
+    def of(cls, trace: Trace, options: Options) -> _Setup:
+        chosen = get_policy(options.policy)
+        resolved = chosen.resolve(options.params)
         values = np.array([value for _, value in resolved] or [0.0], dtype=np.float64)
-        ranks = _ranks(trace, chosen, dict(resolved), centrality)
+        ranks = _ranks(trace, chosen, dict(resolved), options.centrality)
+        cap = options.overhead_cap
         limit = math.inf if cap is None else trace.model_compute * (cap - 1)
         index, scores = score_set(chosen)
-        rule = (index, values, ranks, scores)
-        setup = cls(trace, _layout(trace), chosen, resolved, cap, rule, float(limit))
-        return setup.retaining(retain)
+        setting = kernel.Setting(
+            budget=0,
+            remat_limit=float(limit),
+            policy=index,
+            params=values,
+            ranks=ranks,
+            regions=chosen.regions,
+            eqclass=chosen.eqclass,
+        )
+        setup = cls(trace, _layout(trace), chosen, resolved, cap, setting, scores)
+        return setup.retaining(options.retain)
 
     def retaining(self, names: Iterable[str]) -> _Setup:
         """This setup with the named storages never candidates (ranked below 0); itself when
@@ -121,10 +145,9 @@ class _Setup:
         names = list(names)
         if not names:
             return self
-        policy, values, ranks, scores = self.rule
-        ranks = ranks.copy()
+        ranks = self.setting.ranks.copy()
         ranks[_storages(self.trace, names)] = -1
-        return replace(self, rule=(policy, values, ranks, scores))
+        return replace(self, setting=self.setting._replace(ranks=ranks))
 
     @property
     def commands(self) -> int:
@@ -135,46 +158,31 @@ class _Setup:
         one, from the schedule's start, recording events when `record`."""
         if saved is not None:
             return saved.command, *saved.restore()
-        state = kernel.new_state(self.layout, self.policy.regions)
+        state = kernel.new_state(self.layout, self.setting.regions)
         state.g[kernel.EV_ON] = record
-        return 0, state, *kernel.new_work(self.layout, state, self.policy.eqclass)
+        return 0, state, *kernel.new_work(self.layout, state, self.setting.eqclass)
 
     def prepare(self) -> None:
         """Load or compile the kernel for the arguments `run` passes, running nothing."""
         _, state, work, uf = self.start()
-        args = self._arguments(state, work, uf, 0, 0, 0)
+        arguments = (self.layout, state, work, uf, self.setting, self.scores, 0, 0)
         with self.policy_errors():
-            kernel.replay.compile(tuple(numba.typeof(a) for a in args))
-
-    def _arguments(self, state, work, uf, budget: int, start: int, stop: int) -> tuple:
-        p, (*rule, scores), limit = self.policy, self.rule, self.limit
-        return (
-            self.layout,
-            state,
-            work,
-            uf,
-            budget,
-            tuple(rule),
-            scores,
-            limit,
-            p.regions,
-            p.eqclass,
-            start,
-            stop,
-        )
+            kernel.replay.compile(tuple(numba.typeof(a) for a in arguments))
 
     def run(self, state, work, uf, budget: int, start: int, stop: int):
         """Commands start..stop - 1 of the schedule: (kernel status, work, uf)."""
-        p = self.policy
-        arguments = self._arguments(state, work, uf, budget, start, stop)
+        p, setting = self.policy, self.setting._replace(budget=budget)
         if p.source is None:  # a built-in: nothing to catch (and no context on the hot path)
-            status, work, uf = kernel.replay(*arguments)
+            status, work, uf = self._kernel_replay(state, work, uf, setting, start, stop)
         else:
             with self.policy_errors():
-                status, work, uf = kernel.replay(*arguments)
+                status, work, uf = self._kernel_replay(state, work, uf, setting, start, stop)
         if status == kernel.INVALID_CHOICE:
             raise AssertionError(f"policy {p.name} chose a storage outside the evictable pool")
         return status, work, uf
+
+    def _kernel_replay(self, state, work, uf, setting: kernel.Setting, start: int, stop: int):
+        return kernel.replay(self.layout, state, work, uf, setting, self.scores, start, stop)
 
     @contextmanager
     def policy_errors(self):
@@ -202,9 +210,8 @@ class _Setup:
         return result, Events(rows, _storage_names(self.trace), self.trace.tensor_names)
 
 
-def _replay(trace, budget, policy, params, cap, centrality, retain, record, window, top):
-    budget = _budget(budget)
-    setup = _Setup.of(trace, policy, params, cap, centrality, retain)
+def _replay(trace: Trace, budget: int, options: Options, record: bool, window, top: int):
+    setup = _Setup.of(trace, options)
     _, state, work, uf = setup.start(record=record)
     state.g[kernel.EV_FIRST_STEP], state.g[kernel.EV_LAST_STEP] = window
     state.g[kernel.EV_TOP] = top
@@ -226,13 +233,12 @@ class Replayer:
     def __init__(
         self,
         trace: Trace,
-        policy: str = "dtr",
-        params: dict[str, float] | None = None,
-        overhead_cap: float | None = None,
-        centrality: np.ndarray | None = None,
+        options: Options | str | Policy = "dtr",
+        *,
         saves: int = 16,
+        **fields: Any,
     ):
-        self.setup = _Setup.of(trace, policy, params, overhead_cap, centrality, ())
+        self.setup = _Setup.of(trace, Options.of(options, fields))
         n = self.setup.commands
         self.cuts = sorted({n * k // saves for k in range(saves)} | {n})
         self.saved: _Saved | None = None
@@ -275,15 +281,14 @@ class Recording:
         self,
         trace: Trace,
         budget: int,
-        policy: str = "dtr",
-        params: dict[str, float] | None = None,
-        overhead_cap: float | None = None,
-        centrality: np.ndarray | None = None,
+        options: Options | str | Policy = "dtr",
+        *,
         keep: int = 24,
         spacing: int = 1024,
+        **fields: Any,
     ):
         self.budget = _budget(budget)
-        self.setup = _Setup.of(trace, policy, params, overhead_cap, centrality, ())
+        self.setup = _Setup.of(trace, Options.of(options, fields))
         _, state, work, uf = self.setup.start(record=True)
         state.g[kernel.EV_LAST_STEP] = -1  # no candidates
         self.saved: list[_Saved] = []

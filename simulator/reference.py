@@ -153,25 +153,37 @@ def region_count(s: Storage) -> int:
 Params = dict[str, float]
 
 
+@dataclass(frozen=True)
+class Moment:
+    """What a score reads besides its candidate, at one decision: the replay's clock, the
+    bytes in use, the request waiting, the budget and the storages' centrality ranks."""
+
+    clock: float
+    memory: int
+    request: int
+    budget: int
+    ranks: np.ndarray | None
+
+
 class Candidate:
     """One eviction candidate's features (scoring.FEATURES), as a policy's score reads them."""
 
-    def __init__(self, s: Storage, replay: Replay):
-        self.s, self.replay = s, replay
+    def __init__(self, s: Storage, moment: Moment):
+        self.s, self.moment = s, moment
 
     compute = property(lambda self: self.s.compute)
     size = property(lambda self: self.s.size)
-    staleness = property(lambda self: self.replay.clock - self.s.last_access)
+    staleness = property(lambda self: self.moment.clock - self.s.last_access)
     last_access = property(lambda self: self.s.last_access)
     forward_compute = property(lambda self: region_compute(self.s, children))
     reverse_compute = property(lambda self: region_compute(self.s, parents))
     estar = property(lambda self: self.s.compute + self.forward_compute + self.reverse_compute)
     nbhd = property(lambda self: region_count(self.s))
     times_evicted = property(lambda self: self.s.times_evicted)
-    centrality = property(lambda self: int(self.replay.ranks[self.s.index]))
-    memory = property(lambda self: self.replay.memory)
-    request = property(lambda self: self.replay.request)
-    budget = property(lambda self: self.replay.budget)
+    centrality = property(lambda self: int(self.moment.ranks[self.s.index]))
+    memory = property(lambda self: self.moment.memory)
+    request = property(lambda self: self.moment.request)
+    budget = property(lambda self: self.moment.budget)
     shortfall = property(lambda self: self.memory + self.request - self.budget)
 
     @property
@@ -207,28 +219,39 @@ def build_graph(trace: Trace) -> tuple[list[Op], list[Tensor]]:
     return ops, tensors
 
 
-class Replay:
-    """Mutable state of one replay; every method mirrors one step of simrd's runtime."""
+def join_eq_class(s: Storage) -> None:
+    """Give just-evicted `s` a fresh class, then merge every distinct class of its evicted
+    neighbours into it."""
+    mine = EqClass(s.compute, {s})
+    s.eq_class = mine
+    for n in evicted_neighbours(s):
+        theirs = n.eq_class
+        if theirs is not mine:
+            mine.value += theirs.value
+            mine.members |= theirs.members
+            for m in theirs.members:
+                m.eq_class = mine
 
-    def __init__(
-        self, budget: int, policy: Policy, params: Params, ranks: np.ndarray, remat_limit: float
-    ):
-        self.budget = budget
-        self.policy = policy
-        self.params = params
-        self.request = 0
-        self.ranks = ranks
-        self.remat_limit = remat_limit
-        self.clock = 1
-        self.memory = 0
+
+def leave_eq_class(s: Storage) -> None:
+    """Just-computed `s` leaves its class. simrd never splits a class: the rest stays
+    together, only the value drops."""
+    s.eq_class.value -= s.compute
+    s.eq_class.members.discard(s)
+    s.eq_class = None
+
+
+class Memory:
+    """Bytes in use, their peak, and the evictable pool in simrd's order (insertion)."""
+
+    def __init__(self) -> None:
+        self.used = 0
         self.peak = 0
-        self.model_compute = 0
-        self.remat_compute = 0
         self.pool: list[Storage] = []
-        self.evicted: list[str] = []
-        self.evals = 0
-        self.eager_frees = 0
-        self.lock_fallbacks = 0
+
+    def allocate(self, size: int) -> None:
+        self.used += size
+        self.peak = max(self.peak, self.used)
 
     def lock(self, s: Storage) -> None:
         assert s.material
@@ -244,46 +267,39 @@ class Replay:
     def evict(self, s: Storage) -> None:
         assert s.locks == 0 and not s.pinned
         s.material = False
-        self.memory -= s.size
+        self.used -= s.size
         self.pool.remove(s)
         for t in s.tensors:
             t.defined = False
-        self.join_eq_class(s)
+        join_eq_class(s)
 
-    def join_eq_class(self, s: Storage) -> None:
-        """Give `s` a fresh class, then merge every distinct class of its evicted neighbours."""
-        mine = EqClass(s.compute, {s})
-        s.eq_class = mine
-        for n in evicted_neighbours(s):
-            theirs = n.eq_class
-            if theirs is not mine:
-                mine.value += theirs.value
-                mine.members |= theirs.members
-                for m in theirs.members:
-                    m.eq_class = mine
 
-    def leave_eq_class(self, s: Storage) -> None:
-        # simrd never splits a class: the rest stays together, only the value drops.
-        s.eq_class.value -= s.compute
-        s.eq_class.members.discard(s)
-        s.eq_class = None
+class Chooser:
+    """A policy's choice of a victim among the pool's storages, as simrd's heuristics make it,
+    with the evaluations and lock fallbacks it counts."""
 
-    def score(self, s: Storage) -> float:
-        return self.policy(Candidate(s, self), *self.params.values())
+    def __init__(self, policy: Policy, params: Params, ranks: np.ndarray | None):
+        self.policy = policy
+        self.params = params
+        self.ranks = ranks
+        self.evals = 0
+        self.lock_fallbacks = 0
 
-    def choose(self, request: int) -> Storage:
-        self.request = request
+    def choose(self, pool: list[Storage], moment: Moment) -> Storage:
         if self.policy.rule == COVERING:
-            return self.choose_covering(request)
+            return self.choose_covering(pool, moment)
         if self.policy.rule == UNCENTRAL:
-            return self.choose_uncentral()
-        return self.scan(self.pool)
+            return self.choose_uncentral(pool, moment)
+        return self.scan(pool, moment)
 
-    def scan(self, candidates: list[Storage]) -> Storage:
+    def score(self, s: Storage, moment: Moment) -> float:
+        return self.policy(Candidate(s, moment), *self.params.values())
+
+    def scan(self, candidates: list[Storage], moment: Moment) -> Storage:
         """The last candidate of minimal score, stopping early at the first zero score."""
         best_score, best = math.inf, None
         for s in candidates:
-            score = self.score(s)
+            score = self.score(s, moment)
             self.evals += 1
             if score <= best_score:
                 best_score, best = score, s
@@ -291,35 +307,53 @@ class Replay:
                 break
         return best
 
-    def choose_covering(self, request: int) -> Storage:
+    def choose_covering(self, pool: list[Storage], moment: Moment) -> Storage:
         """TwoPhase: the lowest e*/staleness among storages that alone cover the shortfall (else
         among the k largest), ties to the larger, then the older storage."""
-        need = max(self.memory + request - self.budget, 1)
-        candidates = [s for s in self.pool if s.size >= need]
+        need = max(moment.memory + moment.request - moment.budget, 1)
+        candidates = [s for s in pool if s.size >= need]
         if not candidates:
-            by_size = sorted(self.pool, key=lambda s: (-s.size, s.root))
+            by_size = sorted(pool, key=lambda s: (-s.size, s.root))
             candidates = by_size[: int(self.params["k"])]
         self.evals += len(candidates)
-        return min(candidates, key=lambda s: (self.score(s), -s.size, s.root))
+        return min(candidates, key=lambda s: (self.score(s, moment), -s.size, s.root))
 
-    def choose_uncentral(self) -> Storage:
+    def choose_uncentral(self, pool: list[Storage], moment: Moment) -> Storage:
         """TControlInspired: DTR's choice outside the ceil(K*N) most central storages."""
-        residual = max(self.budget - self.memory, 0)
-        share = self.params["alpha"] * residual / self.budget if self.budget > 0 else 0.0
+        budget = moment.budget
+        residual = max(budget - moment.memory, 0)
+        share = self.params["alpha"] * residual / budget if budget > 0 else 0.0
         n_locked = math.ceil((share + self.params["floor"]) * len(self.ranks))
-        unlocked = [s for s in self.pool if self.ranks[s.index] >= n_locked]
+        unlocked = [s for s in pool if self.ranks[s.index] >= n_locked]
         if unlocked:
-            return self.scan(unlocked)
+            return self.scan(unlocked, moment)
         self.lock_fallbacks += 1
-        return self.scan(self.pool)
+        return self.scan(pool, moment)
+
+
+class Replay:
+    """One replay's runtime; every method mirrors one step of simrd's."""
+
+    def __init__(self, budget: int, chooser: Chooser, remat_limit: float):
+        self.budget = budget
+        self.chooser = chooser
+        self.remat_limit = remat_limit
+        self.memory = Memory()
+        self.clock = 1
+        self.model_compute = 0
+        self.remat_compute = 0
+        self.evicted: list[str] = []
+        self.eager_frees = 0
 
     def free(self, size: int) -> None:
-        while self.memory + size > self.budget:
-            if not self.pool:
+        memory = self.memory
+        while memory.used + size > self.budget:
+            if not memory.pool:
                 raise OutOfMemory
-            victim = self.choose(size)
+            moment = Moment(self.clock, memory.used, size, self.budget, self.chooser.ranks)
+            victim = self.chooser.choose(memory.pool, moment)
             victim.times_evicted += 1
-            self.evict(victim)
+            memory.evict(victim)
             self.evicted.append(victim.root_name)
 
     def run_op(self, t: Tensor, remat: bool) -> None:
@@ -328,8 +362,7 @@ class Replay:
         fresh = [u.storage for u in order if not u.storage.material]
         already = [u for u in t.siblings if u.defined]
         self.clock += t.op.cost
-        self.memory += t.op.total_size
-        self.peak = max(self.peak, self.memory)
+        self.memory.allocate(t.op.total_size)
         if remat:
             self.remat_compute += t.op.cost
         else:
@@ -339,11 +372,11 @@ class Replay:
             u.defined = True
             u.born = True
         # Outputs that were already in memory were computed twice; drop the duplicate bytes.
-        self.memory -= sum(u.size for u in already)
+        self.memory.used -= sum(u.size for u in already)
         for s in fresh:
-            if s not in self.pool:
-                self.pool.append(s)
-            self.leave_eq_class(s)
+            if s not in self.memory.pool:
+                self.memory.pool.append(s)
+            leave_eq_class(s)
 
     def materialize(self, t: Tensor, remat: bool) -> None:
         for p in t.parents:
@@ -351,15 +384,15 @@ class Replay:
         missing = [p for p in t.parents if not p.defined]
         for p in t.parents:
             if p.defined:
-                self.lock(p.storage)
+                self.memory.lock(p.storage)
         for p in missing:
             if not p.defined:  # a sibling's recomputation may have defined it meanwhile
                 self.materialize(p, remat=True)
-            self.lock(p.storage)
+            self.memory.lock(p.storage)
         self.free(t.op.total_size)
         self.run_op(t, remat)
         for p in t.parents:
-            self.unlock(p.storage)
+            self.memory.unlock(p.storage)
         if self.remat_compute > self.remat_limit:
             raise Thrashed
 
@@ -382,14 +415,14 @@ class Replay:
         if not t.defined:
             self.materialize(t, remat=True)
         if not t.storage.pinned:
-            self.lock(t.storage)
+            self.memory.lock(t.storage)
             t.storage.pinned = True
 
     def release(self, t: Tensor) -> None:
         s = t.storage
         s.refs -= 1
         if s.refs == 0 and s.material and not s.pinned:
-            self.evict(s)
+            self.memory.evict(s)
             self.eager_frees += 1
 
     def step(self, kind: int, arg: int, ops: list[Op], tensors: list[Tensor]) -> None:
@@ -408,12 +441,12 @@ class Replay:
             "clock": self.clock,
             "model_compute": self.model_compute,
             "remat_compute": self.remat_compute,
-            "peak_memory": self.peak,
+            "peak_memory": self.memory.peak,
             "evictions": len(self.evicted),
             "evicted": list(self.evicted),
-            "heuristic_evals": self.evals,
+            "heuristic_evals": self.chooser.evals,
             "eager_frees": self.eager_frees,
-            "lock_fallbacks": self.lock_fallbacks,
+            "lock_fallbacks": self.chooser.lock_fallbacks,
         }
 
 
@@ -441,7 +474,7 @@ def simulate(
         seed = int(resolved.get("seed", centrality.DEFAULT_SEED))
         ranks = centrality.ranks(centrality.betweenness(trace, seed))
     ops, tensors = build_graph(trace)
-    replay = Replay(budget, chosen, resolved, ranks, remat_limit)
+    replay = Replay(budget, Chooser(chosen, resolved, ranks), remat_limit)
     try:
         for kind, arg in zip(trace.cmd_kind.tolist(), trace.cmd_arg.tolist(), strict=True):
             replay.step(kind, arg, ops, tensors)

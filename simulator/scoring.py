@@ -4,10 +4,10 @@ A policy's score is a Python function of one candidate `c` (its features read as
 `c.estar`, ...) and the policy's parameters. `analyse` checks it and lists what it reads;
 `generate` writes it as kernel code: features become reads of the kernel's arrays, `/` and
 `*` keep Python's integer semantics (`exactdiv`). A `ScoreSet` is the generated module of a
-tuple of policies, passed to the kernel beside the replay's rule: its numba type is keyed by
-the sha256 of the generated source and of the code generating it, so numba compiles one
-specialised replay per set, caches it on disk under that key, and a fresh process with the
-same set loads it instead of compiling.
+tuple of policies, passed to the kernel beside the replay's setting: its numba type is keyed by
+the sha256 of the generated source, of the code generating it and of the kernel's, so numba
+compiles one specialised replay per set, caches it on disk under that key, and a fresh process
+with the same set and kernel loads it instead of compiling.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from simulator.errors import PolicyError
 # reference line replays), and the warning would reach every user compiling a policy.
 warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning)
 
-SCAN, COVERING, UNCENTRAL = 0, 1, 2  # how a policy chooses among its scores (see kernel.choose)
+SCAN, COVERING, UNCENTRAL = 0, 1, 2  # how a policy chooses among its scores (see kernel.choice)
 BUDGET_DEPENDENT = frozenset({"budget", "shortfall"})
 
 
@@ -116,7 +116,7 @@ FEATURES: dict[str, Feature] = {
     )
 }
 
-# The arguments of every generated score function (the kernel passes them, see kernel.score).
+# The arguments of every generated score function (see kernel.candidates.score).
 _SIGNATURE = (
     "s, clock, class_value, params, rank, sv, stor, g, fwd_c, rev_c, count, budget, request"
 )
@@ -312,14 +312,14 @@ def generate(members: tuple[Compiled, ...]) -> str:
         + '."""',
         "import math",
         "from numba import njit",
-        "from simulator import kernel",
         "from simulator.exactdiv import checked_multiply as _multiply",
         "from simulator.exactdiv import true_divide as _divide",
         "from simulator.exactdiv import true_divide_product as _divide_product",
-        "from simulator.kernel import COMPUTE, EVICTED, LAST, MEM",
+        "from simulator.kernel.state import COMPUTE, EVICTED, LAST, MEM",
         "from simulator.layout import S_SIZE",
     ]
-    parts = ["\n".join(head)]
+    rules = tuple(m.rule for m in members)
+    parts = ["\n".join(head), f"RULES = {rules!r}  # how each policy chooses (see kernel.choice)"]
     for i, member in enumerate(members):
         parts.append(_function(i, member.analysis))
     parts.append(_dispatch(members))
@@ -340,25 +340,13 @@ def _function(i: int, a: Analysis) -> str:
     )
 
 
-_CHOOSE = "params, rank, request, budget, g, sv, stor, flat, bits, scratch, uf"
-_RULES = {
-    SCAN: "kernel._scan({i}, params, rank, scores, 0, request, budget, g, sv, stor, flat, bits, "
-    "scratch, uf)[0]",
-    COVERING: "kernel._choose_covering({i}, params, rank, scores, request, budget, g, sv, stor, "
-    "flat, bits, scratch)",
-    UNCENTRAL: "kernel._choose_uncentral({i}, params, rank, scores, request, budget, g, sv, "
-    "stor, flat, bits, scratch, uf)",
-}
-
-
 def _dispatch(members: tuple[Compiled, ...]) -> str:
-    """`score`, `flags` and `choose` by policy id, and `flags_<id>`. Kernel code given a
+    """`score` and `flags` by policy id, and `flags_<id>`. Kernel code given a
     constant id inlines `score_<id>` and `flags_<id>` (see _delegated); given an id known only
     at run time (explanations' events, the kernel-level rules) it calls `called_<id>`, each
     compiled once, so that no call site inlines every policy's score."""
     score = [f"def score(policy, {_SIGNATURE}):"]
     flags = ["def flags(policy):"]
-    choose = [f"def choose(policy, scores, {_CHOOSE}):"]
     constants = []
     for i, m in enumerate(members):
         reads = m.analysis.reads
@@ -373,16 +361,17 @@ def _dispatch(members: tuple[Compiled, ...]) -> str:
         test = f"    {'if' if i == 0 else 'elif'} policy == {i}:"
         score += [test, f"        return called_{i}({_SIGNATURE})"]
         flags += [test, f"        return {values!r}"]
-        choose += [test, "        return " + _RULES[m.rule].format(i=i)]
         constants.append(f"@njit(inline='always')\ndef flags_{i}():\n    return {values!r}")
     functions = constants
-    for lines in (score, flags, choose):
+    for lines in (score, flags):
         lines += ["    raise ValueError('unknown policy id')"]
         functions.append("@njit(inline='always')\n" + "\n".join(lines))
     return "\n\n\n".join(functions)
 
 
-_GLUE = ("scoring.py", "exactdiv.py")
+# The code a replay compiled for a set is made of, besides the generated source: numba's cache
+# checks only the file of the function it caches (the kernel's replay).
+_GLUE = ("scoring.py", "exactdiv.py", "layout.py", "kernel/*.py")
 
 
 class ScoreSet:
@@ -390,9 +379,8 @@ class ScoreSet:
 
     def __init__(self, members: tuple[Compiled, ...], directory: Path):
         source = generate(members)
-        # This module and the arithmetic the generated code calls shape the compiled kernel
-        # too: numba's cache only checks the source file of the function it caches.
-        glue = b"".join(Path(__file__).with_name(n).read_bytes() for n in _GLUE)
+        here = Path(__file__).parent
+        glue = b"".join(p.read_bytes() for n in _GLUE for p in sorted(here.glob(n)))
         self.key = hashlib.sha256(source.encode() + glue).hexdigest()
         self.path = directory / f"scores_{self.key[:32]}.py"
         if not self.path.exists():
@@ -505,10 +493,4 @@ flags = _delegated(
     "",
     "policy",
     "(rule, reads forward, reads reverse, reads classes, monotone, reads the budget)",
-)
-choose = _delegated(
-    "choose",
-    _CHOOSE,
-    f"policy, scores, {_CHOOSE}",
-    "The storage policy id `policy` evicts (see generate).",
 )

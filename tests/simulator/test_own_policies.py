@@ -66,8 +66,8 @@ def test_nbhd_penalty_written_in_a_file_decides_as_the_builtin(b: float) -> None
     for seed in SEEDS:
         trace = tiny_trace(random_trace_text(seed, 60))
         for budget in _budgets(trace):
-            mine = simulate(trace, budget, NBHD_AGAIN, {"b": b})
-            builtin = simulate(trace, budget, "nbhd-penalty", {"b": b})
+            mine = simulate(trace, budget, NBHD_AGAIN, params={"b": b})
+            builtin = simulate(trace, budget, "nbhd-penalty", params={"b": b})
             assert _fields(mine) == _fields(builtin), (seed, budget)
             assert mine.policy == "my-nbhd-penalty" and mine.params == (("b", b),)
 

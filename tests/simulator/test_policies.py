@@ -22,6 +22,7 @@ import pytest
 
 from simulator import (
     POLICIES,
+    Options,
     PolicyError,
     Result,
     Trace,
@@ -414,7 +415,7 @@ def test_tcontrol_locking_everything_is_dtr_with_a_fallback_per_decision() -> No
     for budget in (50, 60, 80):
         dtr = simulate(tiny_trace(CENTRAL), budget, "dtr")
         locked = simulate(
-            tiny_trace(CENTRAL), budget, "tcontrol-inspired", {"alpha": 0, "floor": 1}
+            tiny_trace(CENTRAL), budget, "tcontrol-inspired", params={"alpha": 0, "floor": 1}
         )
         assert locked.lock_fallbacks == dtr.evictions > 0
         assert dataclasses.replace(locked, policy="dtr", params=(), lock_fallbacks=0) == dtr
@@ -426,19 +427,19 @@ def test_tcontrol_locking_everything_is_dtr_with_a_fallback_per_decision() -> No
 def _check_two_phase_interval(
     trace: Trace, budget: int, k: int, rng: random.Random, label: str
 ) -> None:
-    params = {"k": k}
-    result = simulate(trace, budget, "two-phase", params)
+    two_phase = Options("two-phase", {"k": k})
+    result = simulate(trace, budget, two_phase)
     lo, hi = result.budget_lo, result.budget_hi
     label = f"{label}, k {k}, budget {budget}: [{lo}, {hi}]"
     assert lo <= budget and (hi is None or budget <= hi), label
     replay = _replay(result)
     top = 2 * lo + 1000 if hi is None else hi
     for inside in {lo, top, *(rng.randint(lo, top) for _ in range(DRAWS))}:
-        assert _replay(simulate(trace, inside, "two-phase", params)) == replay, f"{label} {inside}"
+        assert _replay(simulate(trace, inside, two_phase)) == replay, f"{label} {inside}"
     if lo > 0:
-        assert _replay(simulate(trace, lo - 1, "two-phase", params)) != replay, f"{label} lo-1"
+        assert _replay(simulate(trace, lo - 1, two_phase)) != replay, f"{label} lo-1"
     if hi is not None:
-        assert _replay(simulate(trace, hi + 1, "two-phase", params)) != replay, f"{label} hi+1"
+        assert _replay(simulate(trace, hi + 1, two_phase)) != replay, f"{label} hi+1"
 
 
 @pytest.mark.parametrize("k", [1, 2, 8])

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from simulator import POLICIES, Recording, Result, peak_memory, simulate, simulate_events
+from simulator import POLICIES, Options, Recording, Result, peak_memory, simulate, simulate_events
 from simulator.api import _Setup
 from tests.support.tracegen import random_trace_text, tiny_trace
 
@@ -54,7 +54,9 @@ def test_candidates_from_saved_states_equal_a_replay_from_the_start(policy, monk
                 start = rng.randrange(block[0] + 1, block[1])
                 omit = (start, rng.randrange(start, block[1]))
             window = (int(steps[rng.randrange(first + 1)]), int(steps[-1]))
-            _, full = simulate_events(trace, budget, policy, None, cap, candidates=window, top=TOP)
+            _, full = simulate_events(
+                trace, budget, policy, overhead_cap=cap, candidates=window, top=TOP
+            )
             listed = recorded.candidates(window, block, TOP, omit)
             expected = _listed(full, block, omit)
             assert np.array_equal(_listed(listed, block, omit), expected), f"seed {seed}"
@@ -79,7 +81,7 @@ def test_saved_states_stay_bounded_and_spread_out(load_named) -> None:
     assert 2 <= len(decisions) <= 4
     assert decisions == sorted(set(decisions))
     assert decisions[-1] <= recorded.result.evictions
-    assert _Setup.of(trace, "dtr", None, None, None, ()).commands > decisions[-1] > 0
+    assert _Setup.of(trace, Options("dtr")).commands > decisions[-1] > 0
 
 
 def _apart_from_the_prefix(r: Result) -> Result:
@@ -100,11 +102,11 @@ def test_a_retention_continued_from_a_saved_state_is_the_replay_retaining_it(pol
     for seed in SEEDS:
         trace = tiny_trace(random_trace_text(seed, 40, joins=seed % 2 == 1))
         budget, cap = peak_memory(trace) // 4, (None, 1.5)[seed % 2]
-        recorded = Recording(trace, budget, policy, params, cap, keep=64, spacing=1)
+        recorded = Recording(trace, budget, Options(policy, params, cap), keep=64, spacing=1)
         evicted = recorded.events.values(recorded.events.where("evict"), "storage").astype(int)
         for s in dict.fromkeys(evicted.tolist()):
             name = recorded.events.storage_names[s]
-            replayed = simulate(trace, budget, policy, params, cap, retain=[name])
+            replayed = simulate(trace, budget, Options(policy, params, cap, retain=(name,)))
             assert _apart_from_the_prefix(recorded.retained(name)) == _apart_from_the_prefix(
                 replayed
             ), f"seed {seed}, retaining {name}"

@@ -1,11 +1,11 @@
 """The kernel's exactness stamps: a region stamped exact equals its rebuild from scratch.
 
 Regions stamped exact are updated without a search when a storage of theirs is recomputed
-(`kernel._shrink`); a stamp on a region that a rebuild would change makes the replay drift
+(`kernel.refresh`); a stamp on a region that a rebuild would change makes the replay drift
 from simrd. A just-computed storage's forward region can be owed with its stamp kept
-(`kernel._ahead`), its frontier row then a superset of its rebuild's: a missing storage there
+(`kernel.refresh`), its frontier row then a superset of its rebuild's: a missing storage there
 hides a reverse region that simrd updates. An input's forward region can lag behind the
-outputs of the operator being run (`kernel._lags`): it then equals its rebuild but for the
+outputs of the operator being run (`kernel.regions.lags`): it then equals its rebuild but for the
 outputs it leads to, which the rebuild has in its interior. Replaying a trace one command at a
 time, every stamped region of every material, unpinned storage is rebuilt and compared, on
 random traces with joins and aliases (where simrd's kept regions can drift from a rebuild) and
@@ -19,8 +19,9 @@ import functools
 import numpy as np
 import pytest
 
-from simulator import kernel, peak_memory
+from simulator import Options, kernel, peak_memory
 from simulator.api import _Setup
+from simulator.layout import OP_OUT, T_STORAGE
 from simulator.trace import Trace
 from tests.support.tracegen import random_trace_text, tiny_trace
 
@@ -51,8 +52,8 @@ def _words(flags: np.ndarray, n_words: int) -> np.ndarray:
 def _pending(layout, op: int, n_storages: int) -> np.ndarray:
     """Flags of the storages of op's outputs."""
     flags = np.zeros(n_storages, bool)
-    first, last = layout.ops[kernel.OP_OUT, op], layout.ops[kernel.OP_OUT, op + 1]
-    flags[layout.tens[kernel.T_STORAGE, first:last]] = True
+    first, last = layout.ops[OP_OUT, op], layout.ops[OP_OUT, op + 1]
+    flags[layout.tens[T_STORAGE, first:last]] = True
     return flags
 
 
@@ -96,7 +97,7 @@ def _checked(state: kernel.State, layout, running: int) -> np.ndarray:
 
 def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> np.ndarray:
     """Replay command by command, checking the state after each (see _checked)."""
-    setup = _Setup.of(trace, policy, None, None, None, ())
+    setup = _Setup.of(trace, Options(policy))
     _, state, work, uf = setup.start()
     counts = np.zeros(3, int)
     for i in range(setup.commands):
@@ -112,7 +113,7 @@ def _stamped_regions_checked(trace: Trace, policy: str, budget: int) -> np.ndarr
 def _failed_checked(trace: Trace, policy: str, budgets) -> np.ndarray:
     """Replay at each budget; where the replay runs out of memory for an operator's outputs,
     in the middle of the operator, check the state it stops in."""
-    setup = _Setup.of(trace, policy, None, None, None, ())
+    setup = _Setup.of(trace, Options(policy))
     counts = np.zeros(3, int)
     for budget in budgets:
         _, state, work, uf = setup.start()

@@ -22,6 +22,7 @@ from dtrholes.study.parameters import Parameters
 from dtrholes.study.records import Request
 from dtrholes.traces import betweenness, fetch, pytorch, recost
 from simulator import (
+    Options,
     Replayer,
     Result,
     UserError,
@@ -62,7 +63,7 @@ def _simulate(args: argparse.Namespace) -> None:
     budget = args.budget if args.budget is not None else budget_for(trace, args.ratio)
     params = dict(args.param)
     central = betweenness.for_policy(trace, args.policy, params)
-    result = simulate(trace, budget, args.policy, params, overhead_cap=args.cap, centrality=central)
+    result = simulate(trace, budget, Options(args.policy, params, args.cap, central))
     print(json.dumps(result.to_dict(), sort_keys=True) if args.json else _describe(result))
 
 
@@ -161,7 +162,7 @@ def _map(args: argparse.Namespace) -> None:
         raise UserError("--policy", expected, f"{policy.name}, which certifies single budgets")
     central = betweenness.for_policy(trace, args.policy, params)
     resolved = policy.resolve(params)
-    replayer = Replayer(trace, policy, params, args.cap, central)
+    replayer = Replayer(trace, Options(policy, params, args.cap, central))
     source = {"policy_source": policy.source, "policy_sha256": policy.source_sha256}
 
     def run(budget: int) -> tuple[Result, str]:
@@ -203,7 +204,7 @@ def _edge(args: argparse.Namespace) -> None:
 
     def run(budget: int, cap: float | None = None) -> Result:
         cap = args.cap if cap is None else cap
-        return simulate(trace, budget, args.policy, params, cap, central)
+        return simulate(trace, budget, Options(args.policy, params, cap, central))
 
     low, high = (run(budget_for(trace, r, peak)) for r in (args.low, args.high))
     edge = edges.exact_edge(run, low, high)

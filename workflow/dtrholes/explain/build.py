@@ -25,7 +25,7 @@ from dtrholes.explain.types import (
     Retention,
     RunSummary,
 )
-from simulator import Events, Recording, Result, Trace, UserError, simulate
+from simulator import Events, Options, Recording, Result, Trace, UserError, simulate
 from simulator.events import KINDS
 from simulator.result import OK
 
@@ -46,14 +46,14 @@ class Pair:
     centrality: np.ndarray | None = None  # the storages' betweenness, if the policy reads it
 
     def record(self, budget: int) -> Recording:
-        return Recording(self.trace, budget, *self._options())
+        return Recording(self.trace, budget, self._options())
 
     def replay(self, budget: int) -> Result:
         """The budget's plain run, `simulate`'s."""
-        return simulate(self.trace, budget, *self._options())
+        return simulate(self.trace, budget, self._options())
 
-    def _options(self) -> tuple:
-        return self.policy, dict(self.params), self.overhead_cap, self.centrality
+    def _options(self) -> Options:
+        return Options(self.policy, dict(self.params), self.overhead_cap, self.centrality)
 
 
 class Runs:

@@ -17,7 +17,7 @@ from dtrholes.core import paths, processes
 from dtrholes.study import records
 from dtrholes.study.records import Request, Usage
 from dtrholes.traces import betweenness
-from simulator import Replayer, Result, Trace, prepare, simulate
+from simulator import Options, Replayer, Result, Trace, prepare, simulate
 from simulator.result import TIMEOUT
 
 
@@ -43,7 +43,7 @@ def _inputs(request: Request, trace: Trace, results_dir: Path | None):
 def _simulate(request: Request, trace: Trace, inputs) -> Result:
     params, central = inputs
     ref, cap = request.policy_ref, request.overhead_cap
-    return simulate(trace, request.budget, ref, params, cap, central)
+    return simulate(trace, request.budget, Options(ref, params, cap, central))
 
 
 class _Resumer:
@@ -61,7 +61,7 @@ class _Resumer:
             params, central = inputs
             self.key = key
             ref, cap = request.policy_ref, request.overhead_cap
-            self.replayer = Replayer(trace, ref, params, cap, central)
+            self.replayer = Replayer(trace, Options(ref, params, cap, central))
         return self.replayer.simulate(request.budget), self.replayer.resumed_at
 
 
@@ -122,7 +122,7 @@ def _template(connection, load: Callable[[str], Trace], results_dir: Path) -> No
             traces[request.trace] = load(request.trace)
         trace = traces[request.trace]
         inputs = _inputs(request, trace, results_dir)
-        prepare(trace, request.policy_ref, inputs[0], request.overhead_cap, inputs[1])
+        prepare(trace, Options(request.policy_ref, inputs[0], request.overhead_cap, inputs[1]))
         mine, theirs = fork.Pipe()
         child = fork.Process(target=_answer, args=(theirs, request, trace, inputs))
         child.start()
